@@ -1,0 +1,22 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// Everything in the core of cuda_agent. Optional components have their own umbrella
+/// headers: cuda_agent/http/http.hpp, cuda_agent/cuda/cuda.hpp, cuda_agent/torch/torch.hpp.
+
+#include "cuda_agent/version.hpp"
+#include "cuda_agent/fwd.hpp"
+
+#include "cuda_agent/message.hpp"
+#include "cuda_agent/process.hpp"
+#include "cuda_agent/task.hpp"
+#include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/resources.hpp"
+
+#include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/tool.hpp"
+#include "cuda_agent/sandbox.hpp"
+#include "cuda_agent/verifier.hpp"
+#include "cuda_agent/profiler.hpp"
+#include "cuda_agent/reward_policy.hpp"

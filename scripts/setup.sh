@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs what cuda-agent needs on a Debian 12 or Ubuntu 22.04+ machine: the compilers
+# and libraries (apt-get), and a Python environment with PyTorch for the evaluation
+# harness. Safe to run again; it only adds what is missing.
+#
+#   scripts/setup.sh            # everything
+#   CUDA_AGENT_SKIP_PYTHON=1 scripts/setup.sh   # C++ side only
+#
+# The Python environment goes to $CUDA_AGENT_VENV, by default /opt/cuda-agent/venv when
+# run as root and ~/.local/share/cuda-agent/venv otherwise. It is built from the system
+# interpreter (/usr/bin/python3) on purpose: sandboxed evaluations run as an
+# unprivileged user, who must be able to read the interpreter and its standard library.
+set -euo pipefail
+
+sudo_if_needed() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates
+  nlohmann-json3-dev catch2 libcurl4-openssl-dev libcpp-httplib-dev
+  bubblewrap ripgrep
+  python3 python3-venv python3-dev python3-jsonschema
+  clang libclang-rt-dev
+)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")
+done
+if [ "${#missing[@]}" -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_if_needed apt-get update -qq
+  sudo_if_needed env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+if [ "${CUDA_AGENT_SKIP_PYTHON:-0}" = "1" ]; then exit 0; fi
+
+if [ "$(id -u)" -eq 0 ]; then default_venv=/opt/cuda-agent/venv; else default_venv="$HOME/.local/share/cuda-agent/venv"; fi
+venv="${CUDA_AGENT_VENV:-$default_venv}"
+torch_version="${CUDA_AGENT_TORCH_VERSION:-2.11.0}"
+if [ ! -x "$venv/bin/python3" ]; then
+  echo "setup: creating the Python environment in $venv"
+  mkdir -p "$(dirname "$venv")"
+  /usr/bin/python3 -m venv "$venv"
+fi
+if ! "$venv/bin/python3" -c "import torch, numpy, jsonschema, pytest" 2>/dev/null; then
+  echo "setup: installing torch==$torch_version, numpy, jsonschema and pytest into $venv (a few GB, a few minutes)"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off \
+    "torch==$torch_version" numpy jsonschema pytest
+fi
+chmod -R a+rX "$venv"
+echo "setup: Python with torch $("$venv/bin/python3" -c 'import torch; print(torch.__version__)') at $venv/bin/python3"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Sets up the machine, builds cuda-agent with its tests, and runs them.
+#
+#   scripts/test.sh                 # set up, build in ./build, run every test this machine can run
+#   scripts/test.sh -L unit         # extra arguments go to ctest
+#
+# GPU tests are registered too; on a machine without an NVIDIA GPU they report
+# themselves as skipped, with the reason.
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+build="${CUDA_AGENT_BUILD_DIR:-$root/build}"
+
+"$root/scripts/setup.sh"
+
+if [ "$(id -u)" -eq 0 ]; then default_venv=/opt/cuda-agent/venv; else default_venv="$HOME/.local/share/cuda-agent/venv"; fi
+python="${CUDA_AGENT_VENV:-$default_venv}/bin/python3"
+
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S "$root" -B "$build" "${generator[@]}" \
+  -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
+  -DCUDA_AGENT_ENABLE_GPU_TESTS=ON \
+  -DCUDA_AGENT_PYTHON="$python"
+cmake --build "$build" --parallel "$(nproc)"
+cd "$build"
+ctest --output-on-failure --parallel "$(nproc)" "$@"
