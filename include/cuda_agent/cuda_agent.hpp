@@ -13,6 +13,7 @@
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/resources.hpp"
+#include "cuda_agent/trajectory.hpp"
 
 #include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/tool.hpp"

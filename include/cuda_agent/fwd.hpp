@@ -67,6 +67,9 @@ struct ProfileResult;
 struct Evaluation;
 struct Reward;
 
+// trajectory.hpp
+class TrajectoryWriter;
+
 // verifier.hpp, profiler.hpp, reward_policy.hpp
 class AnyVerifier;
 class AnyProfiler;
