@@ -21,3 +21,4 @@
 #include "cuda_agent/verifier.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
+#include "cuda_agent/evaluator.hpp"

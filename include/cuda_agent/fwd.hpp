@@ -75,4 +75,7 @@ class AnyVerifier;
 class AnyProfiler;
 class AnyRewardPolicy;
 
+// evaluator.hpp
+class AnyEvaluator;
+
 }  // namespace cuda_agent

@@ -3,6 +3,7 @@
 // the type-erased wrappers forward to what they hold.
 #include "catch.hpp"
 
+#include <cuda_agent/evaluator.hpp>
 #include <cuda_agent/llm_client.hpp>
 #include <cuda_agent/profiler.hpp>
 #include <cuda_agent/reward_policy.hpp>
@@ -136,7 +137,32 @@ struct PolicyWithNonConstReward {  // reward() must be callable on a const polic
 static_assert(ca::RewardPolicy<CorrectOnly>);
 static_assert(!ca::RewardPolicy<PolicyWithNonConstReward>);
 
+// --- Evaluator -----------------------------------------------------------------------------------
+struct CountingEvaluator {
+  int* calls;
+  ca::Evaluation evaluate(const ca::Task& task, const std::filesystem::path& directory) {
+    ++*calls;
+    ca::Evaluation evaluation;
+    evaluation.compile.log = task.name + " in " + directory.string();
+    return evaluation;
+  }
+};
+struct EvaluatorTakingCandidate {
+  ca::Evaluation evaluate(const ca::Task&, const ca::Candidate&) { return {}; }
+};
+static_assert(ca::Evaluator<CountingEvaluator>);
+static_assert(!ca::Evaluator<EvaluatorTakingCandidate>);
+
 }  // namespace
+
+TEST_CASE("AnyEvaluator forwards to the evaluator it holds", "[concepts]") {
+  int calls = 0;
+  ca::AnyEvaluator evaluator = CountingEvaluator{&calls};
+  ca::Task task;
+  task.name = "relu";
+  CHECK(evaluator.evaluate(task, "/ws").compile.log == "relu in /ws");
+  CHECK(calls == 1);
+}
 
 TEST_CASE("AnyLlmClient forwards to the client it holds", "[concepts]") {
   int calls = 0;
