@@ -227,8 +227,9 @@ inline LimitPlan plan_limits(const ResourceLimits& limits, const LimitContext& c
       plan.statuses.push_back(
           {LimitKind::processes, true, "rlimit RLIMIT_NPROC",
            note + count + " processes and threads of uid " + std::to_string(context.identity.uid) +
-               " on the whole host, those of other commands running as that uid included. No cgroup v2 pids "
-               "controller: " + context.processes_note});
+               " on the whole host, those of other commands running as that uid included" +
+               (context.identity.uid == ::geteuid() ? ", and this host process's own" : "") +
+               ". No cgroup v2 pids controller: " + context.processes_note});
     }
   }
   return plan;
