@@ -9,6 +9,7 @@
 #include <cuda_agent/cuda_probe.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -122,9 +123,28 @@ std::optional<std::string> gpu_unavailable() {
   return std::nullopt;
 }
 
-/// The GPU UUID of each device minor, from the driver's /proc files.
+/// A PCI address without its domain, lower case: "0000:1B:00.0" and "00000000:1b:00.0"
+/// both become "1b:00.0".
+std::string bus_address(std::string text) {
+  text = text.substr(text.find(':') + 1);
+  for (char& each : text) each = static_cast<char>(std::tolower(static_cast<unsigned char>(each)));
+  return text;
+}
+
+ca::ProcessResult run_nvidia_smi(std::vector<std::string> arguments) {
+  ca::ProcessSpec spec;
+  spec.argv = {"nvidia-smi"};
+  spec.argv.insert(spec.argv.end(), arguments.begin(), arguments.end());
+  spec.environment = ca::Environment::from_current({"PATH"});
+  spec.timeout = 30s;
+  return ca::run_process(spec);
+}
+
+/// The GPU UUID of each device minor: from the driver's /proc files, or through the PCI
+/// address from nvidia-smi where those files do not list it.
 std::map<int, std::string> uuids_by_minor() {
   std::map<int, std::string> uuids;
+  std::map<std::string, int> minors_by_bus;
   std::error_code error;
   for (const auto& gpu : fs::directory_iterator("/proc/driver/nvidia/gpus", error)) {
     std::ifstream information(gpu.path() / "information");
@@ -136,17 +156,27 @@ std::map<int, std::string> uuids_by_minor() {
       if (line.rfind("GPU UUID", 0) == 0 && start != std::string::npos) uuid = value.substr(start);
       if (line.rfind("Device Minor", 0) == 0) minor = std::stoi(value);
     }
-    if (minor >= 0) uuids[minor] = uuid;
+    if (minor < 0) continue;
+    minors_by_bus[bus_address(gpu.path().filename().string())] = minor;
+    if (uuid.rfind("GPU-", 0) == 0) uuids[minor] = uuid;
+  }
+  if (uuids.size() < minors_by_bus.size()) {
+    std::istringstream lines(run_nvidia_smi({"--query-gpu=pci.bus_id,uuid", "--format=csv,noheader"}).standard_output.text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      const auto comma = line.find(',');
+      if (comma == std::string::npos) continue;
+      const auto found = minors_by_bus.find(bus_address(line.substr(0, comma)));
+      const auto uuid_start = line.find("GPU-", comma);
+      if (found != minors_by_bus.end() && uuid_start != std::string::npos)
+        uuids[found->second] = line.substr(uuid_start, line.find_first_of(" \r", uuid_start) - uuid_start);
+    }
   }
   return uuids;
 }
 
 std::set<std::string> compute_app_pids() {
-  ca::ProcessSpec spec;
-  spec.argv = {"nvidia-smi", "--query-compute-apps=pid", "--format=csv,noheader"};
-  spec.environment = ca::Environment::from_current({"PATH"});
-  spec.timeout = 30s;
-  const auto result = ca::run_process(spec);
+  const auto result = run_nvidia_smi({"--query-compute-apps=pid", "--format=csv,noheader"});
   REQUIRE(result.succeeded());
   std::set<std::string> pids;
   std::istringstream lines(result.standard_output.text);
