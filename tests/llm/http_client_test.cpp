@@ -339,7 +339,7 @@ TEST_CASE("Authentication failures and exhausted quotas are fatal and not retrie
   CHECK(server.requests().size() == 1);
 }
 
-TEST_CASE("Anthropic 529 overloaded, then success; prompt too long is an overflow", "[llm][http][faults]") {
+TEST_CASE("Anthropic 529 overloaded, then success, and prompt too long as an overflow", "[llm][http][faults]") {
   LoopbackServer server;
   server.enqueue(Reply::json_file(llm_fixture("anthropic/error_overloaded.json"), 529));
   server.enqueue(Reply::events_file(llm_fixture("anthropic/stream_overloaded_error.sse")));  // fails mid-stream
@@ -362,7 +362,7 @@ TEST_CASE("Anthropic 529 overloaded, then success; prompt too long is an overflo
   }
 }
 
-TEST_CASE("A connection reset mid-stream is retried; resets on every attempt are reported", "[llm][http][faults]") {
+TEST_CASE("A connection reset mid-stream is retried, and resets on every attempt are reported", "[llm][http][faults]") {
   const std::string stream = ca::testing::llm_fixture_text("openai/stream_parallel_tools.sse");
   const std::string partial = raw_head("text/event-stream", true) + as_chunk(stream.substr(0, stream.size() / 2));
   const std::string whole = raw_head("text/event-stream", false) + stream;
@@ -437,7 +437,7 @@ TEST_CASE("A stalled stream trips the idle timeout", "[llm][http][faults]") {
   CHECK(elapsed < 3.0);
 }
 
-TEST_CASE("A slow whole answer trips the total timeout; a refused connection is retriable", "[llm][http][faults]") {
+TEST_CASE("A slow answer trips the total timeout, and a refused connection is retriable", "[llm][http][faults]") {
   SECTION("total") {
     LoopbackServer server;
     Reply slow = Reply::events(ca::testing::llm_fixture_text("openai/stream_text.sse"), 20);
@@ -540,7 +540,7 @@ TEST_CASE("Cancellation ends a streaming call and a retry wait promptly", "[llm]
 
 // --- TLS and proxies ----------------------------------------------------------------------------
 
-TEST_CASE("TLS: an unknown CA is fatal with advice; ca_file, ca_path or no verification connect", "[llm][http][tls]") {
+TEST_CASE("TLS: an unknown CA is fatal with advice, while ca_file, ca_path or no verification connect", "[llm][http][tls]") {
   if (!LoopbackServer::tls_supported()) CUDA_AGENT_SKIP("cpp-httplib was built without OpenSSL: no HTTPS test server");
   const auto directory = llm_fixture("tls");
   LoopbackServer server(LoopbackServer::Tls{directory / "server.crt", directory / "server.key"});
