@@ -434,7 +434,7 @@ TEST_CASE("A stalled stream trips the idle timeout", "[llm][http][faults]") {
   }
   const double elapsed = seconds_between(start, std::chrono::steady_clock::now());
   CHECK(elapsed >= 0.3);
-  CHECK(elapsed < 3.0);
+  CHECK(elapsed < 5.0);
 }
 
 TEST_CASE("A slow answer trips the total timeout, and a refused connection is retriable", "[llm][http][faults]") {
@@ -535,7 +535,7 @@ TEST_CASE("Cancellation ends a streaming call and a retry wait promptly", "[llm]
     CHECK(error.kind() == ca::LlmErrorKind::cancelled);
   }
   canceller.join();
-  CHECK(seconds_between(start, std::chrono::steady_clock::now()) < 3.0);
+  CHECK(seconds_between(start, std::chrono::steady_clock::now()) < 5.0);
 }
 
 // --- TLS and proxies ----------------------------------------------------------------------------
