@@ -278,3 +278,22 @@ TEST_CASE("results are JSON with every limit and how it was enforced", "[sandbox
   }
   CHECK(kinds == std::vector<std::string>{"wall_time", "cpu_time", "file_size", "open_files", "memory", "processes"});
 }
+
+TEST_CASE("a workspace reached through a symbolic link keeps its protections", "[sandbox]") {
+  CUDA_AGENT_REQUIRE_BUBBLEWRAP();
+  ScratchDirectory scratch("bwrap-linked-workspace");
+  const fs::path real = scratch.path() / "real" / "ws";
+  ca::testing::write_file(real / "SKILL.md", "rules\n");
+  fs::create_directory_symlink(scratch.path() / "real", scratch.path() / "link");
+  ca::SandboxOptions options;
+  options.workspace = scratch.path() / "link" / "ws";
+  options.protected_paths = {scratch.path() / "link" / "ws" / "SKILL.md"};
+  ca::hand_over_to_sandbox(options.workspace, options);
+  ca::BubblewrapSandbox sandbox(options);
+  const auto result = sandbox.run(shell("pwd; echo hacked > SKILL.md; echo \"STATUS $?\"; echo mine > notes.txt"));
+  INFO(result.standard_output.text);
+  CHECK(result.standard_output.text.rfind(real.string() + "\n", 0) == 0);
+  CHECK(result.standard_output.text.find("STATUS 0") == std::string::npos);
+  CHECK(ca::testing::read_file(real / "SKILL.md") == "rules\n");
+  CHECK(ca::testing::read_file(real / "notes.txt") == "mine\n");
+}
