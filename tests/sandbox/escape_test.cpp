@@ -6,11 +6,15 @@
 #include "sandbox_test_support.hpp"
 
 #include <cuda_agent/bubblewrap_sandbox.hpp>
+#include <cuda_agent/detail/cgroup_v2.hpp>
 
 #include <cerrno>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 
@@ -405,4 +409,48 @@ TEST_CASE("exhausting memory is contained, and the result says by what", "[sandb
     CHECK_THAT(memory->note, Catch::Matchers::Contains("shared memory"));
     CHECK_THAT(result.standard_output.text, Catch::Matchers::Contains("MemoryError"));
   }
+}
+
+TEST_CASE("under a cgroup v2 parent, memory and processes are bounded for the whole command", "[sandbox][escape]") {
+  CUDA_AGENT_REQUIRE_BUBBLEWRAP();
+  if (!ca::testing::running_as_root()) CUDA_AGENT_SKIP("needs root to create a cgroup");
+  std::ifstream mountinfo("/proc/self/mountinfo");
+  const auto hierarchy = ca::detail::find_cgroup2_mount(mountinfo);
+  if (!hierarchy) CUDA_AGENT_SKIP("no cgroup v2 hierarchy is mounted");
+  const std::string offered = ca::detail::read_cgroup_line(*hierarchy / "cgroup.controllers");
+  if (!ca::detail::has_word(offered, "memory") || !ca::detail::has_word(offered, "pids"))
+    CUDA_AGENT_SKIP("the cgroup v2 hierarchy at " + hierarchy->string() +
+                    " offers no memory or pids controller (a cgroup v1 or hybrid host)");
+  for (const char* controller : {"+memory", "+pids"})
+    if (!ca::detail::has_word(ca::detail::read_cgroup_line(*hierarchy / "cgroup.subtree_control"), controller + 1) &&
+        !ca::detail::write_cgroup_file(*hierarchy / "cgroup.subtree_control", controller))
+      CUDA_AGENT_SKIP("cannot enable the controllers below " + hierarchy->string());
+
+  ScratchDirectory scratch("escape-cgroup");
+  ca::SandboxOptions options = ca::testing::workspace_options(scratch);
+  const fs::path parent = *hierarchy / ("cuda-agent-test-" + ca::testing::unique_marker());
+  options.cgroup_parent = parent;
+  options.shm_size_bytes = 512u << 20;
+  options.default_limits.memory_bytes = 128u << 20;
+  options.default_limits.processes = 32;
+  {
+    ca::BubblewrapSandbox sandbox(options);
+    CHECK(sandbox.cgroup_limitations().empty());
+
+    // Shared memory is what RLIMIT_DATA cannot bound; tmpfs pages count against memory.max.
+    const auto shared = sandbox.run(shell("head -c 400M /dev/zero > /dev/shm/fill; echo survived"));
+    CHECK(shared.hit(ca::LimitKind::memory));
+    CHECK(shared.standard_output.text.find("survived") == std::string::npos);
+    const ca::LimitStatus* memory = ca::testing::find_status(shared, ca::LimitKind::memory);
+    REQUIRE(memory != nullptr);
+    CHECK(memory->enforced);
+    CHECK(memory->mechanism == "cgroup v2 memory.max");
+
+    const std::string marker = ca::testing::unique_marker();
+    const auto bomb = sandbox.run(shell(": " + marker + "; bomb() { bomb | bomb & }; bomb; wait", 3s));
+    CHECK(bomb.hit(ca::LimitKind::processes));
+    CHECK(ca::testing::processes_mentioning(marker).empty());
+    CHECK(sandbox.run(shell("echo alive")).standard_output.text == "alive\n");
+  }
+  CHECK(::rmdir(parent.c_str()) == 0);
 }

@@ -24,6 +24,7 @@
 #include <vector>      // vector
 
 #include <fcntl.h>     // open, O_WRONLY, O_CLOEXEC
+#include <sys/stat.h>    // mkdir
 #include <sys/statfs.h>  // statfs
 #include <unistd.h>    // access, write, rmdir, getpid
 
@@ -173,6 +174,12 @@ inline CgroupDiscovery discover_cgroup_parent(const std::optional<std::filesyste
   if (configured) {
     const std::filesystem::path directory = normal_absolute(*configured);
     struct statfs filesystem {};
+    // Created on first use when its parent is a cgroup v2 directory (a root host can
+    // simply name /sys/fs/cgroup/cuda-agent).
+    if (::statfs(directory.parent_path().c_str(), &filesystem) == 0 && filesystem.f_type == cgroup2_filesystem_magic &&
+        ::mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST)
+      throw SandboxError("cannot create SandboxOptions::cgroup_parent " + directory.string() + ": " +
+                         std::strerror(errno));
     if (::statfs(directory.c_str(), &filesystem) != 0 || filesystem.f_type != cgroup2_filesystem_magic)
       throw SandboxError("SandboxOptions::cgroup_parent " + directory.string() +
                          " is not a directory of a cgroup v2 hierarchy");
