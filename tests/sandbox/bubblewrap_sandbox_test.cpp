@@ -297,3 +297,26 @@ TEST_CASE("a workspace reached through a symbolic link keeps its protections", "
   CHECK(ca::testing::read_file(real / "SKILL.md") == "rules\n");
   CHECK(ca::testing::read_file(real / "notes.txt") == "mine\n");
 }
+
+TEST_CASE("a host without unprivileged user namespaces gets an explanation, not an unconfined fallback",
+          "[sandbox]") {
+  ScratchDirectory scratch("bwrap-no-userns");
+  // Stands in for bubblewrap on a host where user namespaces are disabled: it answers
+  // --version, then fails the way bubblewrap 0.8 does there.
+  const fs::path fake = scratch.path() / "bin" / "bwrap";
+  ca::testing::write_file(fake,
+                          "#!/bin/sh\n"
+                          "if [ \"$1\" = --version ]; then echo 'bubblewrap 0.8.0'; exit 0; fi\n"
+                          "echo 'bwrap: No permissions to creating new namespace, likely because the kernel does not "
+                          "allow non-privileged user namespaces.' >&2\n"
+                          "exit 1\n");
+  fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                            fs::perms::others_read | fs::perms::others_exec);
+  ::chmod(fake.parent_path().c_str(), 0755);
+  ca::SandboxOptions options = ca::testing::workspace_options(scratch);
+  options.bubblewrap = fake;
+  using Catch::Matchers::Contains;
+  CHECK_THROWS_WITH(ca::make_default_sandbox(options),
+                    Contains("could not create a user namespace") && Contains("kernel.unprivileged_userns_clone") &&
+                        Contains("does not fall back to running commands unconfined"));
+}
