@@ -175,6 +175,18 @@ std::map<int, std::string> uuids_by_minor() {
   return uuids;
 }
 
+/// Device memory in use on all GPUs together, in MiB.
+long gpu_memory_used_mib() {
+  const auto result = run_nvidia_smi({"--query-gpu=memory.used", "--format=csv,noheader,nounits"});
+  REQUIRE(result.succeeded());
+  long total = 0;
+  std::istringstream lines(result.standard_output.text);
+  std::string line;
+  while (std::getline(lines, line))
+    if (!line.empty()) total += std::stol(line);
+  return total;
+}
+
 std::set<std::string> compute_app_pids() {
   const auto result = run_nvidia_smi({"--query-compute-apps=pid", "--format=csv,noheader"});
   REQUIRE(result.succeeded());
@@ -258,6 +270,7 @@ TEST_CASE("a hung kernel is killed at the deadline and the GPU is clean right af
   GpuWorkspace workspace;
   ca::BubblewrapSandbox sandbox = workspace.sandbox({ca::host_nvidia_gpus().front()});
   const std::set<std::string> before = compute_app_pids();
+  const long memory_before = gpu_memory_used_mib();
 
   const auto started = std::chrono::steady_clock::now();
   const auto hung = sandbox.run(kernels({"spin"}, 4s));
@@ -275,6 +288,9 @@ TEST_CASE("a hung kernel is killed at the deadline and the GPU is clean right af
     INFO("compute process " << pid << " appeared and is still there");
     CHECK(before.count(pid) == 1);
   }
+  const long memory_after = gpu_memory_used_mib();
+  INFO("device memory in use: " << memory_before << " MiB before, " << memory_after << " MiB after");
+  CHECK(memory_after <= memory_before + 64);
   const auto next = sandbox.run(kernels({"vecadd"}));
   INFO(next.standard_output.text);
   CHECK(next.succeeded());
