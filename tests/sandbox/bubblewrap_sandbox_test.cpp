@@ -229,6 +229,14 @@ TEST_CASE("set-up problems are SandboxErrors that say what to do", "[sandbox]") 
     ca::BubblewrapSandbox sandbox(options);
     CHECK(sandbox.run(shell("true")).succeeded());
   }
+  SECTION("a mount destination the read-only root cannot hold") {
+    ca::SandboxOptions options = good;
+    options.mounts.push_back({scratch.path(), "/cuda-agent-no-such-directory", ca::Mount::Access::read_only});
+    CHECK_THROWS_WITH(ca::BubblewrapSandbox(options), Contains("under /tmp or under the workspace"));
+    options.mounts.back().destination = "/tmp/cuda-agent-mounted";
+    ca::BubblewrapSandbox sandbox(options);
+    CHECK(sandbox.run(shell("test -d /tmp/cuda-agent-mounted/ws")).succeeded());
+  }
   SECTION("a GPU the host does not have") {
     ca::SandboxOptions options = good;
     options.gpus = {97};

@@ -103,6 +103,19 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
     add_anchors(layout.anchors, layout.workspace, absolute);
   }
 
+  for (const auto& path : options.hidden_paths) {
+    const std::filesystem::path absolute = normal_absolute(path);
+    if (absolute == "/" || absolute == layout.workspace || absolute == "/tmp" || absolute == "/dev" ||
+        absolute == "/proc")
+      throw SandboxError("cannot hide " + absolute.string() +
+                         ": the root, the workspace, /tmp, /dev and /proc are set up by the sandbox itself");
+    struct stat status {};
+    if (::lstat(absolute.c_str(), &status) != 0) continue;
+    // A link (such as /var/run -> /run) is hidden through its target, if that is listed.
+    if (S_ISLNK(status.st_mode)) continue;
+    (S_ISDIR(status.st_mode) ? layout.hidden_directories : layout.hidden_files).push_back(absolute);
+  }
+
   for (const Mount& mount : options.mounts) {
     if (!mount.destination.is_absolute())
       throw SandboxError("the mount destination " + mount.destination.string() + " is not an absolute path");
@@ -123,6 +136,14 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
         throw SandboxError("the parent of the mount destination " + normal.destination.string() +
                            " does not exist; create it in the workspace before constructing the sandbox");
       add_anchors(layout.anchors, layout.workspace, normal.destination);
+    } else if (!std::filesystem::exists(normal.destination)) {
+      // bubblewrap can create mount points only on its own tmpfs: /tmp and hidden paths.
+      bool on_tmpfs = is_within(normal.destination, "/tmp");
+      for (const auto& hidden : layout.hidden_directories) on_tmpfs = on_tmpfs || is_within(normal.destination, hidden);
+      if (!on_tmpfs)
+        throw SandboxError("the mount destination " + normal.destination.string() +
+                           " does not exist on the host, and the sandbox's root is read-only: use an existing "
+                           "path, or one under /tmp or under the workspace");
     }
     layout.mounts.push_back(std::move(normal));
   }
@@ -131,19 +152,6 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
     return depth(left) != depth(right) ? depth(left) < depth(right) : left < right;
   });
   layout.anchors.erase(std::unique(layout.anchors.begin(), layout.anchors.end()), layout.anchors.end());
-
-  for (const auto& path : options.hidden_paths) {
-    const std::filesystem::path absolute = normal_absolute(path);
-    if (absolute == "/" || absolute == layout.workspace || absolute == "/tmp" || absolute == "/dev" ||
-        absolute == "/proc")
-      throw SandboxError("cannot hide " + absolute.string() +
-                         ": the root, the workspace, /tmp, /dev and /proc are set up by the sandbox itself");
-    struct stat status {};
-    if (::lstat(absolute.c_str(), &status) != 0) continue;
-    // A link (such as /var/run -> /run) is hidden through its target, if that is listed.
-    if (S_ISLNK(status.st_mode)) continue;
-    (S_ISDIR(status.st_mode) ? layout.hidden_directories : layout.hidden_files).push_back(absolute);
-  }
 
   layout.gpu_nodes = nvidia_device_nodes(options.gpus);
   layout.tmp_size_bytes = options.tmp_size_bytes;
