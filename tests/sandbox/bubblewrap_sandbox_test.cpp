@@ -29,7 +29,7 @@ TEST_CASE("commands run confined: own namespaces, no privileges, no nested user 
   ca::SandboxOptions options = ca::testing::workspace_options(scratch);
   ca::BubblewrapSandbox sandbox(options);
   const auto result = sandbox.run(shell(
-      "echo \"cwd $(pwd)\"; echo \"host $(hostname)\"; echo \"pids $(ls -d /proc/[0-9]* | wc -l)\";"
+      "echo \"cwd $(pwd)\"; echo \"host $(cat /proc/sys/kernel/hostname)\"; echo \"pids $(ls -d /proc/[0-9]* | wc -l)\";"
       "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status;"
       "unshare -U true 2>/dev/null; echo \"STATUS userns $?\"; ls /dev"));
   INFO(result.standard_output.text);
