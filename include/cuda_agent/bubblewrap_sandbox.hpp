@@ -30,7 +30,9 @@
 ///
 /// bubblewrap reports a command killed by signal N as exit status 128+N, so the results
 /// of this sandbox carry that exit code; `signal` is set only when bubblewrap itself was
-/// killed (at the deadline, for example).
+/// killed (at the deadline, for example). CPU times and `max_resident_kib` (the peak
+/// memory charged, page cache included) come from the command's cgroup leaf; without one
+/// they are 0, since the command's usage never reaches this process.
 
 #include <chrono>      // seconds, milliseconds, steady_clock
 #include <cerrno>      // errno, EINTR
@@ -270,6 +272,13 @@ class BubblewrapSandbox {
 
     CommandResult result;
     static_cast<ProcessResult&>(result) = std::move(finished);
+    // bubblewrap's init reaps the command and is never waited for by bubblewrap itself,
+    // so the usage run_process collected is bubblewrap's own: take the command's from its
+    // cgroup, or say nothing.
+    const detail::CgroupLeaf::Usage usage = leaf ? leaf->usage() : detail::CgroupLeaf::Usage{};
+    result.user_cpu_time = usage.user;
+    result.system_cpu_time = usage.system;
+    result.max_resident_kib = usage.peak_memory_kib;
     result.confined = true;
     result.sandbox = "bubblewrap";
     result.limits = plan.statuses;
@@ -310,6 +319,12 @@ class BubblewrapSandbox {
   [[nodiscard]] const SandboxOptions& options() const noexcept { return options_; }
   [[nodiscard]] SandboxIdentity identity() const noexcept { return identity_; }
   [[nodiscard]] const std::filesystem::path& bubblewrap() const noexcept { return bubblewrap_; }
+
+  /// The cgroup v2 directory in which each command gets its own leaf, if any.
+  [[nodiscard]] std::optional<std::filesystem::path> cgroup_parent() const {
+    if (!cgroups_.parent) return std::nullopt;
+    return cgroups_.parent->directory;
+  }
 
   /// How memory and process limits are enforced for this sandbox's commands: empty when
   /// through cgroup v2, otherwise why not.

@@ -12,6 +12,7 @@
 /// Nothing selects it implicitly: `make_default_sandbox` never falls back to it. A host
 /// constructs it by name when it means to run commands unconfined.
 
+#include <algorithm>   // max
 #include <filesystem>  // path
 #include <stdexcept>   // invalid_argument
 #include <string>      // string
@@ -114,6 +115,10 @@ class ProcessSandbox {
     detail::CgroupLeaf::Events events;
     if (leaf) {
       events = leaf->events();
+      // The leaf also counts descendants that were never waited for.
+      const detail::CgroupLeaf::Usage usage = leaf->usage();
+      result.user_cpu_time = std::max(result.user_cpu_time, usage.user);
+      result.system_cpu_time = std::max(result.system_cpu_time, usage.system);
       if (!leaf->kill_all(std::chrono::seconds(10)))
         throw SandboxError("ProcessSandbox: processes of the command were still alive 10 s after cgroup.kill (" +
                            leaf->directory().string() + ")");

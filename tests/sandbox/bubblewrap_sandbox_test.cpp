@@ -114,6 +114,20 @@ TEST_CASE("exit codes, signals, deadlines and rlimits are reported", "[sandbox]"
   CHECK(wall->mechanism == "timer, PID namespace");
 }
 
+TEST_CASE("CPU time is the command's, taken from its cgroup", "[sandbox]") {
+  CUDA_AGENT_REQUIRE_BUBBLEWRAP();
+  ScratchDirectory scratch("bwrap-cpu-time");
+  ca::BubblewrapSandbox sandbox(ca::testing::workspace_options(scratch));
+  const auto busy = sandbox.run(shell("while :; do :; done", 1s));
+  const auto used = busy.user_cpu_time + busy.system_cpu_time;
+  if (sandbox.cgroup_parent()) {
+    CHECK(used > 200ms);  // a second of wall time, on a machine others share
+    CHECK(used < busy.wall_time + 1s);
+  } else {
+    CHECK(used.count() == 0);  // unknown: the command's usage never reaches this process
+  }
+}
+
 TEST_CASE("a missing program is the command's failure, not the sandbox's", "[sandbox]") {
   CUDA_AGENT_REQUIRE_BUBBLEWRAP();
   ScratchDirectory scratch("bwrap-missing-program");
