@@ -206,35 +206,17 @@ class BubblewrapSandbox {
       descriptors.seccomp = seccomp_pipe.read.get();
     }
 
-    const std::filesystem::path working_directory =
-        command.working_directory.empty()         ? layout_.workspace
-        : command.working_directory.is_absolute() ? command.working_directory
-                                                  : layout_.workspace / command.working_directory;
-    ProcessSpec spec;
-    spec.argv.push_back(bubblewrap_.string());
-    for (std::string& argument : detail::bwrap_arguments(layout_, descriptors, working_directory, command.argv))
-      spec.argv.push_back(std::move(argument));
     // The environment reaches the command through bubblewrap's own, which is exactly the
     // composed one: nothing else of the host's is inherited, and values stay out of the
     // command line (visible to every user of the host), unlike --clearenv/--setenv.
-    spec.environment = detail::compose_environment(options_, command.environment);
-    spec.working_directory = "/";
-    spec.stdin_data = command.stdin_data;
-    spec.timeout = command.timeout;
-    spec.kill_grace = options_.kill_grace;
-    spec.output_limit = command.output_limit;
-    spec.merge_stderr = command.merge_stderr;
-    spec.cancellation = command.cancellation;
-    spec.child.rlimits = plan.rlimits;
-    spec.child.new_session = true;
-    spec.child.cgroup_procs_fd = leaf ? leaf->procs_fd() : -1;
+    ProcessSpec spec = detail::sandbox_process_spec(command, options_, identity_, plan, leaf);
+    spec.argv.push_back(bubblewrap_.string());
+    const std::filesystem::path working_directory = detail::working_directory_of(command, layout_.workspace);
+    for (std::string& argument : detail::bwrap_arguments(layout_, descriptors, working_directory, command.argv))
+      spec.argv.push_back(std::move(argument));
+    spec.working_directory = "/";  // bubblewrap's own; the command's is --chdir
     spec.child.inherited_fds = {status_pipe.write.get(), release_pipe.read.get()};
     if (descriptors.seccomp >= 0) spec.child.inherited_fds.push_back(descriptors.seccomp);
-    // Drop to the unprivileged identity before bubblewrap starts, never inside it.
-    if (::geteuid() == 0) {
-      spec.child.uid = identity_.uid;
-      spec.child.gid = identity_.gid;
-    }
 
     detail::BwrapStatus status;
     ProcessResult finished;
