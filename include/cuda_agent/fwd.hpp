@@ -104,6 +104,10 @@ struct ProfileResult;
 struct Evaluation;
 struct Reward;
 
+// tolerance.hpp
+struct Tolerance;
+struct TolerancePolicy;
+
 // trajectory.hpp
 class TrajectoryWriter;
 
@@ -114,5 +118,8 @@ class AnyRewardPolicy;
 
 // evaluator.hpp
 class AnyEvaluator;
+
+// torch/output_check.hpp (component torch)
+struct OutputCheck;
 
 }  // namespace cuda_agent
