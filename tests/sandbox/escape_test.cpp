@@ -364,10 +364,13 @@ TEST_CASE("processes that detach with setsid or a double fork do not outlive the
   const std::string marker = ca::testing::unique_marker();
 
   // The command exits as soon as its daemons are running, detached.
+  // It waits until the three have exec'd their sleep, so that the listing shows them.
   const auto detached = sandbox.run(shell(
-      "(setsid sh -c 'touch /tmp/a; exec sleep " + marker + "' &); (sh -c 'touch /tmp/b; exec sleep " + marker +
-      "' &); nohup sh -c 'touch /tmp/c; exec sleep " + marker + "' >/dev/null 2>&1 &\n"
-      "while [ ! -e /tmp/a ] || [ ! -e /tmp/b ] || [ ! -e /tmp/c ]; do sleep 0.01; done\n"
+      "m=" + marker + "\n"
+      "(setsid sh -c \"exec sleep $m\" &); (sh -c \"exec sleep $m\" &); nohup sh -c \"exec sleep $m\" >/dev/null 2>&1 &\n"
+      "n=0; while [ $n -lt 3 ]; do n=0; sleep 0.01\n"
+      "  for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' 2>/dev/null < $p/cmdline)\" = \"sleep $m \" ] && n=$((n+1)); done\n"
+      "done\n"
       "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"));
   INFO(detached.standard_output.text);
   // The three were running when the command ended ...
