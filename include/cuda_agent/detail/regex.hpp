@@ -21,6 +21,7 @@
 #include <algorithm>    // sort, max, min
 #include <cstddef>      // size_t
 #include <cstdint>      // uint32_t, uint8_t
+#include <cstring>      // memchr
 #include <optional>     // optional
 #include <stdexcept>    // runtime_error
 #include <string>       // string, to_string
@@ -607,18 +608,34 @@ class Regex {
   /// Throws SyntaxError.
   Regex(std::string_view pattern, Options options = {}) : options_(options) {
     Node root = Parser(pattern, options).parse();
-    extract_prefix(root);
+    extract_literals(root);
     compile(root, 0);
     emit({Op::match});
   }
 
   /// The leftmost-first match that starts at or after `from`, if any.
   [[nodiscard]] std::optional<Match> find(std::string_view text, std::size_t from = 0) const {
-    return run(text, from, false);
+    if (!options_.line_oriented || required_.empty()) return run(text, from, false);
+    // Every match lies within one line and contains the required literal: only lines that
+    // contain it need the automaton, and they are found at memchr speed.
+    while (from <= text.size()) {
+      const std::size_t hit = find_literal(text, required_, required_folds_, from);
+      if (hit == std::string_view::npos) return std::nullopt;
+      const std::size_t newline_before = hit == 0 ? std::string_view::npos : text.rfind('\n', hit - 1);
+      const std::size_t line_start = std::max(from, newline_before == std::string_view::npos ? 0 : newline_before + 1);
+      std::size_t line_end = text.find('\n', hit);
+      if (line_end == std::string_view::npos) line_end = text.size();
+      if (std::optional<Match> match = run(text.substr(0, line_end), line_start, false)) return match;
+      from = line_end + 1;
+    }
+    return std::nullopt;
   }
 
   /// Whether the pattern matches anywhere in `text`.
-  [[nodiscard]] bool search(std::string_view text) const { return run(text, 0, true).has_value(); }
+  [[nodiscard]] bool search(std::string_view text) const {
+    if (options_.line_oriented && !required_.empty()) return find(text).has_value();
+    return run(text, 0, true).has_value();
+  }
 
   [[nodiscard]] std::size_t program_size() const noexcept { return program_.size(); }
 
@@ -741,34 +758,65 @@ class Regex {
     for (const std::uint32_t split : splits) set_split(split, program_[split].x, end, node.greedy);
   }
 
-  void extract_prefix(const Node& root) {
-    // Leading literals of the top-level sequence (after zero-width assertions): every
-    // match starts with them, so the search can jump to their occurrences.
+  /// Finds literal text every match must contain: the leading run of literals of the
+  /// top-level sequence (after zero-width assertions), where every match starts, and
+  /// the longest run anywhere in it.
+  void extract_literals(const Node& root) {
     std::vector<const Node*> sequence;
     if (root.kind == Node::Kind::concat)
       for (const Node& child : root.children) sequence.push_back(&child);
     else sequence.push_back(&root);
+    const auto usable = [&](const Node& node) {
+      return node.kind == Node::Kind::literal && node.literal < 0x80 && !(node.literal == '\n' && options_.line_oriented);
+    };
     std::size_t i = 0;
     while (i < sequence.size() && sequence[i]->kind == Node::Kind::assertion) ++i;
-    for (; i < sequence.size(); ++i) {
-      const Node& node = *sequence[i];
-      if (node.kind != Node::Kind::literal || node.literal >= 0x80) break;
-      if (node.literal == '\n' && options_.line_oriented) break;
-      prefix_ += static_cast<char>(node.literal);
-      prefix_folds_ = prefix_folds_ || node.fold;
+    for (; i < sequence.size() && usable(*sequence[i]); ++i) {
+      prefix_ += static_cast<char>(sequence[i]->literal);
+      prefix_folds_ = prefix_folds_ || sequence[i]->fold;
     }
+    std::string current;
+    bool current_folds = false;
+    const auto finish_run = [&] {
+      if (current.size() > required_.size()) {
+        required_ = current;
+        required_folds_ = current_folds;
+      }
+      current.clear();
+      current_folds = false;
+    };
+    for (const Node* node : sequence) {
+      if (usable(*node)) {
+        current += static_cast<char>(node->literal);
+        current_folds = current_folds || node->fold;
+      } else {
+        finish_run();
+      }
+    }
+    finish_run();
   }
 
-  /// Where the prefix next occurs at or after `from`, or npos.
-  [[nodiscard]] std::size_t find_prefix(std::string_view text, std::size_t from) const noexcept {
-    if (!prefix_folds_) return text.find(prefix_, from);
+  /// Where `literal` next occurs at or after `from` (ASCII case folded if `folds`), or npos.
+  [[nodiscard]] static std::size_t find_literal(std::string_view text, std::string_view literal, bool folds,
+                                                std::size_t from) noexcept {
+    if (!folds) return text.find(literal, from);
     const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; };
-    const char first_lower = lower(prefix_.front());
-    for (std::size_t i = from; i + prefix_.size() <= text.size(); ++i) {
-      if (lower(text[i]) != first_lower) continue;
+    const char first_lower = lower(literal.front());
+    const char first_upper = (first_lower >= 'a' && first_lower <= 'z') ? static_cast<char>(first_lower - 32) : first_lower;
+    for (std::size_t i = from; i + literal.size() <= text.size(); ++i) {
+      // Skip quickly to the next position where the first character (either case) is.
+      const char* start = text.data() + i;
+      const std::size_t span = text.size() - literal.size() + 1 - i;
+      const void* lower_hit = std::memchr(start, first_lower, span);
+      const void* upper_hit = first_upper == first_lower ? nullptr : std::memchr(start, first_upper, span);
+      const char* hit = static_cast<const char*>(lower_hit);
+      if (upper_hit != nullptr && (hit == nullptr || static_cast<const char*>(upper_hit) < hit))
+        hit = static_cast<const char*>(upper_hit);
+      if (hit == nullptr) return std::string_view::npos;
+      i = static_cast<std::size_t>(hit - text.data());
       std::size_t k = 1;
-      while (k < prefix_.size() && lower(text[i + k]) == lower(prefix_[k])) ++k;
-      if (k == prefix_.size()) return i;
+      while (k < literal.size() && lower(text[i + k]) == lower(literal[k])) ++k;
+      if (k == literal.size()) return i;
     }
     return std::string_view::npos;
   }
@@ -849,7 +897,7 @@ class Regex {
     while (true) {
       if (!found) {
         if (current.dense.empty() && !prefix_.empty()) {
-          const std::size_t candidate = find_prefix(text, at);
+          const std::size_t candidate = find_literal(text, prefix_, prefix_folds_, at);
           if (candidate == std::string_view::npos) break;
           at = candidate;
         }
@@ -888,6 +936,8 @@ class Regex {
   std::vector<CompiledSet> sets_;
   std::string prefix_;
   bool prefix_folds_ = false;
+  std::string required_;
+  bool required_folds_ = false;
 };
 
 }  // namespace cuda_agent::detail::regex
