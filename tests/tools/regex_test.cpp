@@ -158,12 +158,12 @@ TEST_CASE("literals every match needs are searched for first", "[tools][regex]")
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(2));
   // Lines that hold the literal but do not match are passed over; the match is leftmost.
   CHECK(first_match("b.*d", "abc\nxbyd\nbzd") == "byd");
-  CHECK(first_match("[a-z]+ing\\b", "ring bell\nsingle\nthings sing") == "sing");
-  CHECK(first_match("(?i)[a-z]+ HELLO", "say Hello\nwe hello") == "we hello");
+  CHECK(first_match("[a-z]+ing\\b", "ing bell\nsingle\nthings sing") == "sing");
+  CHECK(first_match("(?i)[a-z]+ HELLO", "say Hi\nwe hello") == "we hello");
   const regex::Regex pattern("o+b");
   const std::string lines = "foob\nbar\nboob";
   const std::optional<regex::Match> second = pattern.find(lines, 4);
   REQUIRE(second);
   CHECK(lines.substr(second->begin, second->end - second->begin) == "oob");
-  CHECK(second->begin == 11);
+  CHECK(second->begin == 10);
 }
