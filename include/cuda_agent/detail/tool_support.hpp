@@ -67,6 +67,14 @@ template <class Body>
   return {{"type", type}, {"description", description}};
 }
 
+/// The `file_path` parameter of the file tools; `purpose` completes "The file to ...".
+[[nodiscard]] inline nlohmann::json file_path_property(const std::string& purpose) {
+  return {{"type", "string"},
+          {"minLength", 1},
+          {"description", "The file to " + purpose +
+                              ": an absolute path inside the workspace, or a path relative to the workspace root."}};
+}
+
 /// Levenshtein distance, bounded: anything above `limit` is reported as limit + 1.
 [[nodiscard]] inline std::size_t edit_distance(std::string_view a, std::string_view b, std::size_t limit) {
   if (a.size() > b.size() + limit || b.size() > a.size() + limit) return limit + 1;

@@ -87,6 +87,15 @@ inline ToolResult commit_edit(const WorkspaceFiles& files, ToolContext& context,
   return ToolResult::success(std::move(summary), std::move(metadata));
 }
 
+/// old_string, new_string and replace_all: the parameters of one replacement.
+[[nodiscard]] inline nlohmann::json replacement_properties() {
+  return {{"old_string", property("string", "The exact text to replace.")},
+          {"new_string", property("string", "The text to replace it with (must be different from old_string).")},
+          {"replace_all", {{"type", "boolean"},
+                           {"default", false},
+                           {"description", "Replace every occurrence of old_string (default false)."}}}};
+}
+
 inline std::string cannot_create_existing(const std::string& shown) {
   return "Cannot create new file - file already exists: " + shown +
          ". An empty old_string creates a file; to change this one, give the text to replace as old_string (or "
@@ -120,18 +129,10 @@ class EditTool {
            "- For several changes to one file, MultiEdit applies them in one call.";
   }
   [[nodiscard]] nlohmann::json parameters() const {
+    nlohmann::json properties = detail::replacement_properties();
+    properties["file_path"] = detail::file_path_property("modify");
     return {{"type", "object"},
-            {"properties",
-             {{"file_path", {{"type", "string"},
-                             {"minLength", 1},
-                             {"description", "The file to modify: an absolute path inside the workspace, or a path "
-                                             "relative to the workspace root."}}},
-              {"old_string", detail::property("string", "The exact text to replace.")},
-              {"new_string",
-               detail::property("string", "The text to replace it with (must be different from old_string).")},
-              {"replace_all", {{"type", "boolean"},
-                               {"default", false},
-                               {"description", "Replace every occurrence of old_string (default false)."}}}}},
+            {"properties", std::move(properties)},
             {"required", {"file_path", "old_string", "new_string"}},
             {"additionalProperties", false}};
   }

@@ -49,20 +49,12 @@ class MultiEditTool {
   [[nodiscard]] nlohmann::json parameters() const {
     const nlohmann::json edit = {
         {"type", "object"},
-        {"properties",
-         {{"old_string", detail::property("string", "The exact text to replace.")},
-          {"new_string", detail::property("string", "The text to replace it with (must differ from old_string).")},
-          {"replace_all", {{"type", "boolean"},
-                           {"default", false},
-                           {"description", "Replace every occurrence of old_string (default false)."}}}}},
+        {"properties", detail::replacement_properties()},
         {"required", {"old_string", "new_string"}},
         {"additionalProperties", false}};
     return {{"type", "object"},
             {"properties",
-             {{"file_path", {{"type", "string"},
-                             {"minLength", 1},
-                             {"description", "The file to modify: an absolute path inside the workspace, or a path "
-                                             "relative to the workspace root."}}},
+             {{"file_path", detail::file_path_property("modify")},
               {"edits", {{"type", "array"},
                          {"minItems", 1},
                          {"items", edit},

@@ -161,10 +161,7 @@ class ReadTool {
   [[nodiscard]] nlohmann::json parameters() const {
     return {{"type", "object"},
             {"properties",
-             {{"file_path", {{"type", "string"},
-                             {"minLength", 1},
-                             {"description", "The file to read: an absolute path inside the workspace, or a path "
-                                             "relative to the workspace root."}}},
+             {{"file_path", detail::file_path_property("read")},
               {"offset", {{"type", "integer"},
                           {"minimum", 0},
                           {"description", "The line number to start reading from (1-based). Only provide if the "

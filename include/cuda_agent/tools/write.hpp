@@ -46,10 +46,7 @@ class WriteTool {
   [[nodiscard]] nlohmann::json parameters() const {
     return {{"type", "object"},
             {"properties",
-             {{"file_path", {{"type", "string"},
-                             {"minLength", 1},
-                             {"description", "The file to write: an absolute path inside the workspace, or a path "
-                                             "relative to the workspace root."}}},
+             {{"file_path", detail::file_path_property("write")},
               {"content", detail::property("string", "The complete content of the file.")}}},
             {"required", {"file_path", "content"}},
             {"additionalProperties", false}};
