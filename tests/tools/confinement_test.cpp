@@ -183,7 +183,7 @@ TEST_CASE("protected paths refuse writes however they are reached", "[tools][con
   for (const ca::PathResolution resolution : resolutions(f.tree.workspace())) {
     INFO("resolution: " << name_of(resolution));
     FileTools tools(resolution);
-    for (const std::string path : {std::string("model.py"), std::string("./model.py"), std::string("kernels/../model.py"),
+    for (const std::string& path : {std::string("model.py"), std::string("./model.py"), std::string("kernels/../model.py"),
                                    f.tree.path("model.py"), std::string("alias/model.py"),
                                    std::string("alias/alias/SKILL.md"), std::string("kernels/model_copy.py"),
                                    std::string("harness/check.py"), std::string("harness/new.py"),

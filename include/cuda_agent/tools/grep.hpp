@@ -219,215 +219,22 @@ class GrepTool {
   }
 
  private:
-  struct FileMatches {
-    std::string relative;
-    std::filesystem::file_time_type modified;
-    std::vector<std::size_t> lines;
-    std::string content;  // kept only in content mode
-  };
-
-  ToolResult grep(const nlohmann::json& arguments, ToolContext& context) const {
-    using detail::ToolFailure;
-    const std::string mode = detail::string_argument(arguments, "output_mode", "files_with_matches");
-    const bool multiline = detail::bool_argument(arguments, "multiline", false);
-    std::optional<detail::regex::Regex> compiled;
-    try {
-      compiled.emplace(detail::string_argument(arguments, "pattern"),
-                       detail::regex::Options{detail::bool_argument(arguments, "-i", false), multiline, !multiline});
-    } catch (const detail::regex::SyntaxError& error) {
-      throw ToolFailure(std::string("Invalid regular expression: ") + error.what() +
-                        ". Grep uses ripgrep's regex syntax: escape the special characters ( ) [ ] { } . * + ? | ^ $ "
-                        "\\ with a backslash to match them literally (for example \"foo\\(\" finds \"foo(\").");
-    }
-    const detail::regex::Regex& pattern = *compiled;
-
-    const detail::WorkspaceFiles files(context, options_.resolution);
-    const std::string glob_text = detail::string_argument(arguments, "glob");
-    const detail::GlobFilter glob(glob_text);
-    const std::string type = detail::string_argument(arguments, "type");
-    std::vector<detail::GlobPattern> type_globs;
-    if (!type.empty()) {
-      const auto found = detail::grep_file_types().find(type);
-      if (found == detail::grep_file_types().end()) {
-        std::string known;
-        for (const auto& [name, globs] : detail::grep_file_types()) known += (known.empty() ? "" : ", ") + name;
-        throw ToolFailure("Unknown file type \"" + type + "\". Known types: " + known +
-                          ". Use glob for other files (for example glob \"*.cu\").");
-      }
-      for (const std::string& each : found->second) type_globs.emplace_back(each);
-    }
-
-    // What to search: one file, or the files under a directory.
-    const std::string given_path = detail::string_argument(arguments, "path");
-    const std::string target = given_path.empty() ? std::string() : files.relative(given_path, "path");
-    struct stat target_status {};
-    {
-      detail::UniqueFd fd;
-      if (const int error = files.root().try_open(target, O_PATH, true, fd); error != 0)
-        throw ToolFailure(error == ENOENT ? "Path does not exist: " + detail::shown_path(files.absolute(target)) + "."
-                                          : detail::describe_path_error(error, files.absolute(target)));
-      if (::fstat(fd.get(), &target_status) != 0)
-        throw ToolFailure(detail::describe_path_error(errno, files.absolute(target)));
-    }
-    const bool single_file = !S_ISDIR(target_status.st_mode);
-    const auto deadline = std::chrono::steady_clock::now() + options_.time_budget;
-    std::vector<detail::ListedFile> candidates;
-    std::string incomplete;
-    if (single_file) {
-      if (!S_ISREG(target_status.st_mode))
-        throw ToolFailure(detail::shown_path(files.absolute(target)) + " is not a regular file or a directory.");
-      candidates.push_back({target, detail::modification_time(target_status),
-                            static_cast<std::uint64_t>(target_status.st_size)});
-    } else {
-      detail::ListOptions list;
-      list.include_hidden = !glob_text.empty() && (glob_text.front() == '.' || glob_text.find("/.") != std::string::npos);
-      list.max_entries = options_.max_entries;
-      list.cancellation = context.cancellation();
-      list.deadline = deadline;
-      detail::FileListing listing = detail::list_files(files.root(), target, list);
-      if (listing.incomplete) incomplete = listing.incomplete_reason;
-      for (detail::ListedFile& file : listing.files) {
-        const std::string_view inside = detail::relative_to(file.relative, target);
-        if (!glob.admits(inside)) continue;
-        if (!type_globs.empty()) {
-          bool typed = false;
-          for (const detail::GlobPattern& each : type_globs) typed = typed || each.matches_file(inside);
-          if (!typed) continue;
-        }
-        candidates.push_back(std::move(file));
-      }
-      std::sort(candidates.begin(), candidates.end(),
-                [](const detail::ListedFile& a, const detail::ListedFile& b) { return a.relative < b.relative; });
-    }
-
-    std::vector<FileMatches> matched;
-    std::vector<std::string> skipped_large;
-    std::size_t searched = 0;
-    for (const detail::ListedFile& file : candidates) {
-      if (context.cancellation().stop_requested()) {
-        incomplete = "cancelled";
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        incomplete = "out of time after " + std::to_string(options_.time_budget.count() / 1000) + " s";
-        break;
-      }
-      if (file.size > options_.max_file_bytes) {
-        skipped_large.push_back(file.relative);
-        continue;
-      }
-      detail::UniqueFd fd;
-      if (files.root().try_open(file.relative, O_RDONLY | O_NONBLOCK | O_NOCTTY, single_file, fd) != 0) continue;
-      struct stat status {};
-      if (::fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode)) continue;
-      std::string content;
-      try {
-        content = detail::read_all(fd.get(), options_.max_file_bytes, files.absolute(file.relative));
-      } catch (const ToolFailure&) {
-        skipped_large.push_back(file.relative);
-        continue;
-      }
-      ++searched;
-      if (detail::looks_binary(content)) continue;
-      const detail::LineIndex index(content);
-      std::vector<std::size_t> lines = detail::matching_lines(pattern, content, index, multiline);
-      if (lines.empty()) continue;
-      matched.push_back({file.relative, file.modified, std::move(lines), mode == "content" ? std::move(content) : std::string()});
-    }
-
-    const std::size_t head_limit =
-        static_cast<std::size_t>(detail::integer_argument(arguments, "head_limit").value_or(
-            static_cast<std::int64_t>(options_.default_head_limit)));
-    const std::size_t offset = static_cast<std::size_t>(detail::integer_argument(arguments, "offset").value_or(0));
-    Page page(offset, head_limit, options_.max_output_bytes);
-    std::size_t total_lines = 0;
-    for (const FileMatches& file : matched) total_lines += file.lines.size();
-
-    nlohmann::json metadata = {{"files_searched", searched},
-                               {"files_matched", matched.size()},
-                               {"matching_lines", total_lines},
-                               {"output_mode", mode}};
-    std::string output;
-    if (mode == "files_with_matches") {
-      std::sort(matched.begin(), matched.end(), [](const FileMatches& a, const FileMatches& b) {
-        return a.modified != b.modified ? a.modified > b.modified : a.relative < b.relative;
-      });
-      for (const FileMatches& file : matched) page.add(detail::sanitize_utf8(files.absolute(file.relative)));
-      output = matched.empty() ? "No files found"
-                               : "Found " + std::to_string(matched.size()) + (matched.size() == 1 ? " file" : " files") +
-                                     "\n" + page.text();
-    } else if (mode == "count") {
-      for (const FileMatches& file : matched)
-        page.add(detail::sanitize_utf8(files.absolute(file.relative)) + ":" + std::to_string(file.lines.size()));
-      output = matched.empty() ? "No matches found"
-                               : page.text() + "\n\nFound " + std::to_string(total_lines) + " matching " +
-                                     (total_lines == 1 ? "line" : "lines") + " in " + std::to_string(matched.size()) +
-                                     (matched.size() == 1 ? " file." : " files.");
-    } else {
-      const std::size_t context_lines = static_cast<std::size_t>(
-          detail::integer_argument(arguments, "-C").value_or(detail::integer_argument(arguments, "context").value_or(0)));
-      const auto before = static_cast<std::size_t>(
-          detail::integer_argument(arguments, "-B").value_or(static_cast<std::int64_t>(context_lines)));
-      const auto after = static_cast<std::size_t>(
-          detail::integer_argument(arguments, "-A").value_or(static_cast<std::int64_t>(context_lines)));
-      const bool numbers = detail::bool_argument(arguments, "-n", true);
-      bool first_group = true;
-      for (const FileMatches& file : matched) {
-        const std::string prefix = single_file ? std::string() : detail::sanitize_utf8(files.absolute(file.relative));
-        const detail::LineIndex index(file.content);
-        // Each match with its context, merged where they touch, as ripgrep prints them.
-        std::vector<std::pair<std::size_t, std::size_t>> groups;
-        for (const std::size_t line : file.lines) {
-          const std::size_t from = line > before ? line - before : 0;
-          const std::size_t to = std::min(index.count() - 1, line + after);
-          if (!groups.empty() && from <= groups.back().second + 1) groups.back().second = std::max(groups.back().second, to);
-          else groups.emplace_back(from, to);
-        }
-        std::size_t next_match = 0;
-        for (const auto& [from, to] : groups) {
-          if ((before > 0 || after > 0) && !first_group) page.add("--");
-          first_group = false;
-          for (std::size_t line = from; line <= to; ++line) {
-            while (next_match < file.lines.size() && file.lines[next_match] < line) ++next_match;
-            const bool is_match = next_match < file.lines.size() && file.lines[next_match] == line;
-            page.add(format_line(prefix, line, numbers, is_match, index, file));
-          }
-        }
-      }
-      output = matched.empty() ? "No matches found" : page.text();
-    }
-
-    if (page.omitted() > 0) {
-      output += "\n\n[Showing results with pagination = limit: " + std::to_string(head_limit) +
-                ", offset: " + std::to_string(offset) + "; " + std::to_string(page.omitted()) +
-                (mode == "content" ? " more lines" : " more entries") + " not shown";
-      if (page.cut_for_size()) output += " (the output reached " + detail::format_size(options_.max_output_bytes) + ")";
-      output += ". Narrow the search, or call again with offset=" + std::to_string(offset + page.shown()) +
-                " for the next page.]";
-    }
-    if (!skipped_large.empty()) {
-      output += "\n[Skipped " + std::to_string(skipped_large.size()) + " file" +
-                (skipped_large.size() == 1 ? "" : "s") + " larger than " + detail::format_size(options_.max_file_bytes) +
-                ", e.g. " + detail::shown_path(files.absolute(skipped_large.front())) + "; search it with Bash.]";
-    }
-    if (!incomplete.empty())
-      output += "\n[The search stopped early (" + incomplete + "); results are incomplete. Narrow path, glob or type.]";
-    metadata["truncated"] = page.omitted() > 0 || !incomplete.empty();
-    return ToolResult::success(std::move(output), std::move(metadata));
-  }
-
-  /// Offset, head limit and size cap over output lines.
+  /// Offset, head limit and size cap over output lines; lines past them are counted.
   class Page {
    public:
     Page(std::size_t offset, std::size_t limit, std::size_t max_bytes)
         : offset_(offset), limit_(limit), max_bytes_(max_bytes) {}
+    /// Whether the next line will be shown; lines that will not need not be formatted.
+    [[nodiscard]] bool needs_text() const noexcept {
+      return seen_ >= offset_ && (limit_ == 0 || shown_ < limit_) && !cut_for_size_;
+    }
+    /// Counts a line without showing it (before the offset, or past the limits).
+    void skip() {
+      if (++seen_ > offset_) ++omitted_;
+    }
     void add(const std::string& line) {
+      if (!needs_text()) return skip();
       ++seen_;
-      if (seen_ <= offset_) return;
-      if ((limit_ != 0 && shown_ >= limit_) || cut_for_size_) {
-        ++omitted_;
-        return;
-      }
       if (text_.size() + line.size() + 1 > max_bytes_ && shown_ > 0) {
         cut_for_size_ = true;
         ++omitted_;
@@ -453,28 +260,247 @@ class GrepTool {
     std::string text_;
   };
 
-  [[nodiscard]] std::string format_line(const std::string& prefix, std::size_t line, bool numbers, bool is_match,
-                                        const detail::LineIndex& index, const FileMatches& file) const {
-    const char separator = is_match ? ':' : '-';
-    std::string out;
-    if (!prefix.empty()) {
-      out += prefix;
-      out += separator;
+  /// Prints matching lines and their context as ripgrep does: path:line:text for
+  /// matches, path-line-text for context, "--" between groups that do not touch.
+  class ContentPrinter {
+   public:
+    ContentPrinter(const nlohmann::json& arguments, std::size_t max_line_length)
+        : numbers_(detail::bool_argument(arguments, "-n", true)), max_line_length_(max_line_length) {
+      const std::int64_t both =
+          detail::integer_argument(arguments, "-C").value_or(detail::integer_argument(arguments, "context").value_or(0));
+      before_ = static_cast<std::size_t>(detail::integer_argument(arguments, "-B").value_or(both));
+      after_ = static_cast<std::size_t>(detail::integer_argument(arguments, "-A").value_or(both));
     }
-    if (numbers) {
-      out += std::to_string(line + 1);
-      out += separator;
+
+    void print(Page& page, const std::string& prefix, std::string_view content, const detail::LineIndex& index,
+               const std::vector<std::size_t>& lines) {
+      std::vector<std::pair<std::size_t, std::size_t>> groups;  // each match with its context, merged where they touch
+      for (const std::size_t line : lines) {
+        const std::size_t from = line > before_ ? line - before_ : 0;
+        const std::size_t to = std::min(index.count() - 1, line + after_);
+        if (!groups.empty() && from <= groups.back().second + 1) groups.back().second = std::max(groups.back().second, to);
+        else groups.emplace_back(from, to);
+      }
+      std::size_t next_match = 0;
+      for (const auto& [from, to] : groups) {
+        if ((before_ > 0 || after_ > 0) && !first_group_) page.add("--");
+        first_group_ = false;
+        for (std::size_t line = from; line <= to; ++line) {
+          if (!page.needs_text()) {
+            page.skip();
+            continue;
+          }
+          while (next_match < lines.size() && lines[next_match] < line) ++next_match;
+          const bool is_match = next_match < lines.size() && lines[next_match] == line;
+          page.add(format(prefix, line, is_match, index.line(content, line)));
+        }
+      }
     }
-    std::string_view text = index.line(file.content, line);
-    if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
-    const std::size_t cut = detail::utf8_boundary_at_or_before(text, std::min(text.size(), options_.max_line_length));
-    if (cut < text.size()) {
+
+   private:
+    [[nodiscard]] std::string format(const std::string& prefix, std::size_t line, bool is_match,
+                                     std::string_view text) const {
+      const char separator = is_match ? ':' : '-';
+      std::string out;
+      if (!prefix.empty()) {
+        out += prefix;
+        out += separator;
+      }
+      if (numbers_) {
+        out += std::to_string(line + 1);
+        out += separator;
+      }
+      if (!text.empty() && text.back() == '\r') text.remove_suffix(1);
+      const std::size_t cut = detail::utf8_boundary_at_or_before(text, std::min(text.size(), max_line_length_));
       out += detail::sanitize_utf8(text.substr(0, cut));
-      out += " [... line cut at " + std::to_string(options_.max_line_length) + " characters]";
-    } else {
-      out += detail::sanitize_utf8(text);
+      if (cut < text.size()) out += " [... line cut at " + std::to_string(max_line_length_) + " characters]";
+      return out;
     }
-    return out;
+
+    bool numbers_;
+    std::size_t max_line_length_;
+    std::size_t before_ = 0;
+    std::size_t after_ = 0;
+    bool first_group_ = true;
+  };
+
+  struct FileMatches {
+    std::string relative;
+    std::filesystem::file_time_type modified;
+    std::size_t lines = 0;
+  };
+
+  /// What to search: the file or the directory's files that pass glob and type, by path.
+  struct Candidates {
+    std::vector<detail::ListedFile> files;
+    bool single_file = false;
+    std::string incomplete;
+  };
+
+  static detail::regex::Regex compile(const nlohmann::json& arguments, bool multiline) {
+    try {
+      return detail::regex::Regex(detail::string_argument(arguments, "pattern"),
+                                  detail::regex::Options{detail::bool_argument(arguments, "-i", false), multiline,
+                                                         !multiline});
+    } catch (const detail::regex::SyntaxError& error) {
+      throw detail::ToolFailure(std::string("Invalid regular expression: ") + error.what() +
+                                ". Grep uses ripgrep's regex syntax: escape the special characters ( ) [ ] { } . * + ? "
+                                "| ^ $ \\ with a backslash to match them literally (for example \"foo\\(\" finds "
+                                "\"foo(\").");
+    }
+  }
+
+  Candidates candidates(const detail::WorkspaceFiles& files, const nlohmann::json& arguments,
+                        const ToolContext& context, std::chrono::steady_clock::time_point deadline) const {
+    using detail::ToolFailure;
+    const std::string glob_text = detail::string_argument(arguments, "glob");
+    const detail::GlobFilter glob(glob_text);
+    const std::string type = detail::string_argument(arguments, "type");
+    std::vector<detail::GlobPattern> type_globs;
+    if (!type.empty()) {
+      const auto found = detail::grep_file_types().find(type);
+      if (found == detail::grep_file_types().end()) {
+        std::string known;
+        for (const auto& [name, globs] : detail::grep_file_types()) known += (known.empty() ? "" : ", ") + name;
+        throw ToolFailure("Unknown file type \"" + type + "\". Known types: " + known +
+                          ". Use glob for other files (for example glob \"*.cu\").");
+      }
+      for (const std::string& each : found->second) type_globs.emplace_back(each);
+    }
+
+    const std::string given_path = detail::string_argument(arguments, "path");
+    const std::string target = given_path.empty() ? std::string() : files.relative(given_path, "path");
+    struct stat status {};
+    {
+      detail::UniqueFd fd;
+      if (const int error = files.root().try_open(target, O_PATH, true, fd); error != 0)
+        throw ToolFailure(error == ENOENT ? "Path does not exist: " + detail::shown_path(files.absolute(target)) + "."
+                                          : detail::describe_path_error(error, files.absolute(target)));
+      if (::fstat(fd.get(), &status) != 0) throw ToolFailure(detail::describe_path_error(errno, files.absolute(target)));
+    }
+    Candidates result;
+    if (!S_ISDIR(status.st_mode)) {  // an explicit file is searched whatever glob and type say, as ripgrep does
+      if (!S_ISREG(status.st_mode))
+        throw ToolFailure(detail::shown_path(files.absolute(target)) + " is not a regular file or a directory.");
+      result.single_file = true;
+      result.files.push_back({target, detail::modification_time(status), static_cast<std::uint64_t>(status.st_size)});
+      return result;
+    }
+    detail::ListOptions list;
+    list.include_hidden = !glob_text.empty() && (glob_text.front() == '.' || glob_text.find("/.") != std::string::npos);
+    list.max_entries = options_.max_entries;
+    list.cancellation = context.cancellation();
+    list.deadline = deadline;
+    detail::FileListing listing = detail::list_files(files.root(), target, list);
+    if (listing.incomplete) result.incomplete = listing.incomplete_reason;
+    for (detail::ListedFile& file : listing.files) {
+      const std::string_view inside = detail::relative_to(file.relative, target);
+      if (!glob.admits(inside)) continue;
+      const auto typed = [&] {
+        for (const detail::GlobPattern& each : type_globs)
+          if (each.matches_file(inside)) return true;
+        return type_globs.empty();
+      };
+      if (typed()) result.files.push_back(std::move(file));
+    }
+    std::sort(result.files.begin(), result.files.end(),
+              [](const detail::ListedFile& a, const detail::ListedFile& b) { return a.relative < b.relative; });
+    return result;
+  }
+
+  ToolResult grep(const nlohmann::json& arguments, ToolContext& context) const {
+    const std::string mode = detail::string_argument(arguments, "output_mode", "files_with_matches");
+    const bool multiline = detail::bool_argument(arguments, "multiline", false);
+    const detail::regex::Regex pattern = compile(arguments, multiline);
+    const detail::WorkspaceFiles files(context, options_.resolution);
+    const auto deadline = std::chrono::steady_clock::now() + options_.time_budget;
+    Candidates search = candidates(files, arguments, context, deadline);
+
+    const std::size_t head_limit = static_cast<std::size_t>(
+        detail::integer_argument(arguments, "head_limit").value_or(static_cast<std::int64_t>(options_.default_head_limit)));
+    const std::size_t offset = static_cast<std::size_t>(detail::integer_argument(arguments, "offset").value_or(0));
+    Page page(offset, head_limit, options_.max_output_bytes);
+    ContentPrinter printer(arguments, options_.max_line_length);
+
+    // Files are searched in path order; content and count output is produced as they go.
+    std::vector<FileMatches> matched;
+    std::vector<std::string> skipped_large;
+    std::size_t searched = 0;
+    std::size_t total_lines = 0;
+    for (const detail::ListedFile& file : search.files) {
+      if (context.cancellation().stop_requested()) {
+        search.incomplete = "cancelled";
+        break;
+      }
+      if (std::chrono::steady_clock::now() > deadline) {
+        search.incomplete = "out of time after " + std::to_string(options_.time_budget.count() / 1000) + " s";
+        break;
+      }
+      if (file.size > options_.max_file_bytes) {
+        skipped_large.push_back(file.relative);
+        continue;
+      }
+      detail::UniqueFd fd;
+      if (files.root().try_open(file.relative, O_RDONLY | O_NONBLOCK | O_NOCTTY, search.single_file, fd) != 0) continue;
+      struct stat status {};
+      if (::fstat(fd.get(), &status) != 0 || !S_ISREG(status.st_mode)) continue;
+      std::string content;
+      try {
+        content = detail::read_all(fd.get(), options_.max_file_bytes, files.absolute(file.relative));
+      } catch (const detail::ToolFailure&) {
+        skipped_large.push_back(file.relative);  // it grew since it was listed
+        continue;
+      }
+      ++searched;
+      if (detail::looks_binary(content)) continue;
+      const detail::LineIndex index(content);
+      const std::vector<std::size_t> lines = detail::matching_lines(pattern, content, index, multiline);
+      if (lines.empty()) continue;
+      total_lines += lines.size();
+      matched.push_back({file.relative, file.modified, lines.size()});
+      const std::string shown = detail::sanitize_utf8(files.absolute(file.relative));
+      if (mode == "content") printer.print(page, search.single_file ? std::string() : shown, content, index, lines);
+      else if (mode == "count") page.add(shown + ":" + std::to_string(lines.size()));
+    }
+
+    std::string output;
+    if (mode == "files_with_matches") {
+      std::sort(matched.begin(), matched.end(), [](const FileMatches& a, const FileMatches& b) {
+        return a.modified != b.modified ? a.modified > b.modified : a.relative < b.relative;
+      });
+      for (const FileMatches& file : matched) page.add(detail::sanitize_utf8(files.absolute(file.relative)));
+      output = matched.empty() ? "No files found"
+                               : "Found " + std::to_string(matched.size()) + (matched.size() == 1 ? " file" : " files") +
+                                     "\n" + page.text();
+    } else if (mode == "count") {
+      output = matched.empty() ? "No matches found"
+                               : page.text() + "\n\nFound " + std::to_string(total_lines) + " matching " +
+                                     (total_lines == 1 ? "line" : "lines") + " in " + std::to_string(matched.size()) +
+                                     (matched.size() == 1 ? " file." : " files.");
+    } else {
+      output = matched.empty() ? "No matches found" : page.text();
+    }
+
+    if (page.omitted() > 0) {
+      output += "\n\n[Showing results with pagination = limit: " + std::to_string(head_limit) +
+                ", offset: " + std::to_string(offset) + "; " + std::to_string(page.omitted()) +
+                (mode == "content" ? " more lines" : " more entries") + " not shown";
+      if (page.cut_for_size()) output += " (the output reached " + detail::format_size(options_.max_output_bytes) + ")";
+      output += ". Narrow the search, or call again with offset=" + std::to_string(offset + page.shown()) +
+                " for the next page.]";
+    }
+    if (!skipped_large.empty())
+      output += "\n[Skipped " + std::to_string(skipped_large.size()) + " file" + (skipped_large.size() == 1 ? "" : "s") +
+                " larger than " + detail::format_size(options_.max_file_bytes) + ", e.g. " +
+                detail::shown_path(files.absolute(skipped_large.front())) + "; search it with Bash.]";
+    if (!search.incomplete.empty())
+      output += "\n[The search stopped early (" + search.incomplete +
+                "); results are incomplete. Narrow path, glob or type.]";
+    return ToolResult::success(std::move(output), {{"files_searched", searched},
+                                                   {"files_matched", matched.size()},
+                                                   {"matching_lines", total_lines},
+                                                   {"output_mode", mode},
+                                                   {"truncated", page.omitted() > 0 || !search.incomplete.empty()}});
   }
 
   GrepOptions options_;
