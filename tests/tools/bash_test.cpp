@@ -175,6 +175,18 @@ TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]") {
   CHECK_THAT(f.shell("echo x").content, !Contains("__cuda_agent"));
 }
 
+TEST_CASE("Bash accepts a workspace given as a relative path", "[tools][bash]") {
+  ca::testing::TempTree tree;
+  const std::filesystem::path previous = std::filesystem::current_path();
+  std::filesystem::current_path(tree.base());
+  ca::ToolContext context("ws");
+  ca::testing::LocalProcessSandbox sandbox;
+  ca::BashTool bash(sandbox);
+  const ca::ToolResult result = call(bash, context, R"({"command": "pwd"})");
+  std::filesystem::current_path(previous);
+  CHECK(result.content == tree.workspace().string());
+}
+
 TEST_CASE("Bash resets a working directory outside the workspace, or one that vanished", "[tools][bash]") {
   BashFixture f;
   const ca::ToolResult outside = f.shell("cd / && echo moved");

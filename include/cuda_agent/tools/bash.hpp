@@ -159,8 +159,9 @@ class BashTool {
 
     std::error_code ignored;
     const std::filesystem::path workspace = std::filesystem::absolute(context.workspace(), ignored).lexically_normal();
-    std::filesystem::path working_directory = context.working_directory();
-    if (working_directory.empty()) working_directory = workspace;
+    std::filesystem::path working_directory =
+        std::filesystem::absolute(context.working_directory(), ignored).lexically_normal();
+    if (context.working_directory().empty()) working_directory = workspace;
     const std::string marker = detail::random_marker();
 
     Command command;
