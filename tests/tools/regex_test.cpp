@@ -160,6 +160,14 @@ TEST_CASE("literals every match needs are searched for first", "[tools][regex]")
   CHECK(first_match("b.*d", "abc\nxbyd\nbzd") == "byd");
   CHECK(first_match("[a-z]+ing\\b", "ing bell\nsingle\nthings sing") == "sing");
   CHECK(first_match("(?i)[a-z]+ HELLO", "say Hi\nwe hello") == "we hello");
+  CHECK(first_match("(?i)threadIdx", "a THREADIDX b") == "THREADIDX");
+  CHECK(first_match("(?i)abcx", "abcy ABCX") == "ABCX");
+  CHECK(first_match("(?i)x_y", "X_Y") == "X_Y");
+  // Without a literal, the search skips to bytes that can start a match.
+  CHECK(first_match("[A-Z][a-z]+[0-9]{3}", "abc Foo12 Bar123") == "Bar123");
+  CHECK(first_match("\\bFoo", "xFoo Foo") == "Foo");
+  CHECK(regex::Regex("\\bFoo").find("xFoo Foo")->begin == 5);
+  CHECK(first_match("[\xC3\xA9]x", "ab\xC3\xA9x") == "\xC3\xA9x");
   const regex::Regex pattern("o+b");
   const std::string lines = "foob\nbar\nboob";
   const std::optional<regex::Match> second = pattern.find(lines, 4);

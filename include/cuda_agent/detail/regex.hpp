@@ -19,9 +19,10 @@
 /// syntax error that says so. Case folding covers ASCII, Latin-1, Greek and Cyrillic.
 
 #include <algorithm>    // sort, max, min
+#include <array>        // array
 #include <cstddef>      // size_t
 #include <cstdint>      // uint32_t, uint8_t
-#include <cstring>      // memchr
+#include <cstring>      // memchr, memmem
 #include <optional>     // optional
 #include <stdexcept>    // runtime_error
 #include <string>       // string, to_string
@@ -602,6 +603,114 @@ class Parser {
   std::size_t position_ = 0;
 };
 
+/// A literal every match contains (or starts with), found without the automaton.
+class LiteralSearch {
+ public:
+  LiteralSearch() = default;
+  /// `folds`: ASCII letters match in either case.
+  LiteralSearch(std::string text, bool folds) : text_(std::move(text)), folds_(folds) {
+    // Anchor the scan on the byte least likely to occur in source text, so that the scan
+    // stops rarely; a letter costs two scans when case is folded, so prefer other bytes.
+    int best = 1 << 30;
+    for (std::size_t i = 0; i < text_.size(); ++i) {
+      const int score = commonness(static_cast<unsigned char>(text_[i])) + (folds_ && is_letter(text_[i]) ? 60 : 0);
+      if (score < best) {
+        best = score;
+        rare_ = i;
+      }
+    }
+  }
+
+  [[nodiscard]] bool empty() const noexcept { return text_.empty(); }
+  [[nodiscard]] std::size_t size() const noexcept { return text_.size(); }
+
+  /// Where the literal next occurs at or after `from`, or npos.
+  [[nodiscard]] std::size_t find(std::string_view haystack, std::size_t from) const noexcept {
+    if (from > haystack.size() || haystack.size() - from < text_.size()) return std::string_view::npos;
+    if (text_.empty()) return from;
+    if (!folds_) {
+      // memmem (two-way with vector scans) does not stop at every occurrence of the
+      // first character, which in source code is often a common letter.
+      const void* hit = ::memmem(haystack.data() + from, haystack.size() - from, text_.data(), text_.size());
+      return hit == nullptr ? std::string_view::npos
+                            : static_cast<std::size_t>(static_cast<const char*>(hit) - haystack.data());
+    }
+    const char rare = text_[rare_];
+    const char lower = to_lower(rare);
+    const char upper = is_letter(rare) ? static_cast<char>(lower - 32) : lower;
+    const std::size_t last_start = haystack.size() - text_.size();
+    std::size_t scan = from + rare_;
+    while (scan <= last_start + rare_) {
+      const char* base = haystack.data() + scan;
+      const std::size_t span = last_start + rare_ + 1 - scan;
+      const char* hit = static_cast<const char*>(std::memchr(base, lower, span));
+      if (upper != lower) {
+        const char* other = static_cast<const char*>(std::memchr(base, upper, hit ? static_cast<std::size_t>(hit - base) : span));
+        if (other != nullptr) hit = other;
+      }
+      if (hit == nullptr) return std::string_view::npos;
+      const std::size_t start = static_cast<std::size_t>(hit - haystack.data()) - rare_;
+      std::size_t k = 0;
+      while (k < text_.size() && to_lower(haystack[start + k]) == to_lower(text_[k])) ++k;
+      if (k == text_.size()) return start;
+      scan = start + rare_ + 1;
+    }
+    return std::string_view::npos;
+  }
+
+ private:
+  static bool is_letter(char c) noexcept { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+  static char to_lower(char c) noexcept { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
+  /// A rough rank of how often a byte appears in source code: lower is rarer.
+  static int commonness(unsigned char c) noexcept {
+    static constexpr std::string_view letters_rare_to_common = "zqjxkvbywgpfmhucdlrsnioate";
+    if (c >= 'a' && c <= 'z') return 40 + static_cast<int>(letters_rare_to_common.find(static_cast<char>(c)));
+    if (c >= 'A' && c <= 'Z') return 20 + static_cast<int>(letters_rare_to_common.find(static_cast<char>(c + 32))) / 2;
+    if (c == ' ' || c == '\t') return 100;
+    if (c >= '0' && c <= '9') return 30;
+    if (c == '_' || c == '(' || c == ')' || c == ',' || c == ';' || c == '.' || c == '=') return 35;
+    return 10;
+  }
+
+  std::string text_;
+  bool folds_ = false;
+  std::size_t rare_ = 0;
+};
+
+/// Threads of the simulation: one per instruction at most, in priority order.
+struct ThreadList {
+  std::vector<std::uint32_t> dense;   // program counters, in priority order
+  std::vector<std::size_t> starts;    // the start of the match each thread is building
+  std::vector<std::uint32_t> sparse;  // index into dense, for membership
+  void prepare(std::size_t size) {
+    if (sparse.size() < size) sparse.assign(size, 0);
+    dense.reserve(size);
+    starts.reserve(size);
+    clear();
+  }
+  [[nodiscard]] bool contains(std::uint32_t pc) const noexcept {
+    const std::uint32_t index = sparse[pc];
+    return index < dense.size() && dense[index] == pc;
+  }
+  void insert(std::uint32_t pc, std::size_t start) {
+    sparse[pc] = static_cast<std::uint32_t>(dense.size());
+    dense.push_back(pc);
+    starts.push_back(start);
+  }
+  void clear() noexcept {
+    dense.clear();
+    starts.clear();
+  }
+};
+
+/// The working memory of a search, kept between searches so that repeated ones (a match
+/// per line of a file) do not allocate. One per thread.
+struct Scratch {
+  ThreadList current;
+  ThreadList next;
+  std::vector<std::uint32_t> stack;
+};
+
 /// A compiled pattern.
 class Regex {
  public:
@@ -611,21 +720,28 @@ class Regex {
     extract_literals(root);
     compile(root, 0);
     emit({Op::match});
+    compute_first_bytes();
   }
 
   /// The leftmost-first match that starts at or after `from`, if any.
   [[nodiscard]] std::optional<Match> find(std::string_view text, std::size_t from = 0) const {
-    if (!options_.line_oriented || required_.empty()) return run(text, from, false);
+    Scratch scratch;
+    return find(text, from, scratch);
+  }
+
+  /// The same, reusing `scratch` from earlier searches.
+  [[nodiscard]] std::optional<Match> find(std::string_view text, std::size_t from, Scratch& scratch) const {
+    if (!options_.line_oriented || required_.empty()) return run(text, from, false, scratch);
     // Every match lies within one line and contains the required literal: only lines that
     // contain it need the automaton, and they are found at memchr speed.
     while (from <= text.size()) {
-      const std::size_t hit = find_literal(text, required_, required_folds_, from);
+      const std::size_t hit = required_.find(text, from);
       if (hit == std::string_view::npos) return std::nullopt;
       const std::size_t newline_before = hit == 0 ? std::string_view::npos : text.rfind('\n', hit - 1);
       const std::size_t line_start = std::max(from, newline_before == std::string_view::npos ? 0 : newline_before + 1);
       std::size_t line_end = text.find('\n', hit);
       if (line_end == std::string_view::npos) line_end = text.size();
-      if (std::optional<Match> match = run(text.substr(0, line_end), line_start, false)) return match;
+      if (std::optional<Match> match = run(text.substr(0, line_end), line_start, false, scratch)) return match;
       from = line_end + 1;
     }
     return std::nullopt;
@@ -633,8 +749,9 @@ class Regex {
 
   /// Whether the pattern matches anywhere in `text`.
   [[nodiscard]] bool search(std::string_view text) const {
-    if (options_.line_oriented && !required_.empty()) return find(text).has_value();
-    return run(text, 0, true).has_value();
+    Scratch scratch;
+    if (options_.line_oriented && !required_.empty()) return find(text, 0, scratch).has_value();
+    return run(text, 0, true, scratch).has_value();
   }
 
   [[nodiscard]] std::size_t program_size() const noexcept { return program_.size(); }
@@ -758,6 +875,38 @@ class Regex {
     for (const std::uint32_t split : splits) set_split(split, program_[split].x, end, node.greedy);
   }
 
+  /// The bytes a match can start with (the lead bytes of the code points the first
+  /// consuming steps accept), unless the pattern can match the empty string.
+  void compute_first_bytes() {
+    std::vector<char> visited(program_.size(), 0);
+    std::vector<std::uint32_t> stack{0};
+    first_bytes_.fill(false);
+    while (!stack.empty()) {
+      const std::uint32_t pc = stack.back();
+      stack.pop_back();
+      if (visited[pc]) continue;
+      visited[pc] = 1;
+      const Instruction& instruction = program_[pc];
+      switch (instruction.op) {
+        case Op::match: return;  // an empty match is possible: every position can start one
+        case Op::jump: stack.push_back(instruction.x); break;
+        case Op::split:
+          stack.push_back(instruction.x);
+          stack.push_back(instruction.y);
+          break;
+        case Op::assertion: stack.push_back(pc + 1); break;  // zero-width: look past it
+        case Op::set:
+          for (const Range& range : sets_[instruction.x].ranges) {
+            for (char32_t c = range.first; c <= std::min<char32_t>(range.second, 0x7F); ++c) first_bytes_[c] = true;
+            if (range.second >= 0x80)  // any multi-byte character: all lead bytes
+              for (std::size_t lead = 0xC2; lead <= 0xF4; ++lead) first_bytes_[lead] = true;
+          }
+          break;
+      }
+    }
+    has_first_bytes_ = true;
+  }
+
   /// Finds literal text every match must contain: the leading run of literals of the
   /// top-level sequence (after zero-width assertions), where every match starts, and
   /// the longest run anywhere in it.
@@ -771,16 +920,21 @@ class Regex {
     };
     std::size_t i = 0;
     while (i < sequence.size() && sequence[i]->kind == Node::Kind::assertion) ++i;
+    std::string prefix;
+    bool prefix_folds = false;
     for (; i < sequence.size() && usable(*sequence[i]); ++i) {
-      prefix_ += static_cast<char>(sequence[i]->literal);
-      prefix_folds_ = prefix_folds_ || sequence[i]->fold;
+      prefix += static_cast<char>(sequence[i]->literal);
+      prefix_folds = prefix_folds || sequence[i]->fold;
     }
+    prefix_ = LiteralSearch(prefix, prefix_folds);
+    std::string longest;
+    bool longest_folds = false;
     std::string current;
     bool current_folds = false;
     const auto finish_run = [&] {
-      if (current.size() > required_.size()) {
-        required_ = current;
-        required_folds_ = current_folds;
+      if (current.size() > longest.size()) {
+        longest = current;
+        longest_folds = current_folds;
       }
       current.clear();
       current_folds = false;
@@ -794,31 +948,7 @@ class Regex {
       }
     }
     finish_run();
-  }
-
-  /// Where `literal` next occurs at or after `from` (ASCII case folded if `folds`), or npos.
-  [[nodiscard]] static std::size_t find_literal(std::string_view text, std::string_view literal, bool folds,
-                                                std::size_t from) noexcept {
-    if (!folds) return text.find(literal, from);
-    const auto lower = [](char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; };
-    const char first_lower = lower(literal.front());
-    const char first_upper = (first_lower >= 'a' && first_lower <= 'z') ? static_cast<char>(first_lower - 32) : first_lower;
-    for (std::size_t i = from; i + literal.size() <= text.size(); ++i) {
-      // Skip quickly to the next position where the first character (either case) is.
-      const char* start = text.data() + i;
-      const std::size_t span = text.size() - literal.size() + 1 - i;
-      const void* lower_hit = std::memchr(start, first_lower, span);
-      const void* upper_hit = first_upper == first_lower ? nullptr : std::memchr(start, first_upper, span);
-      const char* hit = static_cast<const char*>(lower_hit);
-      if (upper_hit != nullptr && (hit == nullptr || static_cast<const char*>(upper_hit) < hit))
-        hit = static_cast<const char*>(upper_hit);
-      if (hit == nullptr) return std::string_view::npos;
-      i = static_cast<std::size_t>(hit - text.data());
-      std::size_t k = 1;
-      while (k < literal.size() && lower(text[i + k]) == lower(literal[k])) ++k;
-      if (k == literal.size()) return i;
-    }
-    return std::string_view::npos;
+    required_ = LiteralSearch(longest, longest_folds);
   }
 
   [[nodiscard]] bool holds(Assertion assertion, std::string_view text, std::size_t at) const noexcept {
@@ -836,30 +966,6 @@ class Regex {
     }
     return false;
   }
-
-  /// Threads of the simulation: one per instruction at most, in priority order.
-  struct ThreadList {
-    std::vector<std::uint32_t> dense;        // program counters, in priority order
-    std::vector<std::size_t> starts;         // the start of the match each thread is building
-    std::vector<std::uint32_t> sparse;       // index into dense, for membership
-    explicit ThreadList(std::size_t size) : sparse(size, 0) {
-      dense.reserve(size);
-      starts.reserve(size);
-    }
-    [[nodiscard]] bool contains(std::uint32_t pc) const noexcept {
-      const std::uint32_t index = sparse[pc];
-      return index < dense.size() && dense[index] == pc;
-    }
-    void insert(std::uint32_t pc, std::size_t start) {
-      sparse[pc] = static_cast<std::uint32_t>(dense.size());
-      dense.push_back(pc);
-      starts.push_back(start);
-    }
-    void clear() noexcept {
-      dense.clear();
-      starts.clear();
-    }
-  };
 
   /// Adds `pc` and everything reachable from it without consuming input at `at`.
   void add_thread(ThreadList& list, std::vector<std::uint32_t>& stack, std::uint32_t pc, std::size_t start,
@@ -887,19 +993,26 @@ class Regex {
     }
   }
 
-  [[nodiscard]] std::optional<Match> run(std::string_view text, std::size_t from, bool first_match_only) const {
-    ThreadList current(program_.size());
-    ThreadList next(program_.size());
-    std::vector<std::uint32_t> stack;
+  [[nodiscard]] std::optional<Match> run(std::string_view text, std::size_t from, bool first_match_only,
+                                         Scratch& scratch) const {
+    ThreadList& current = scratch.current;
+    ThreadList& next = scratch.next;
+    std::vector<std::uint32_t>& stack = scratch.stack;
+    current.prepare(program_.size());
+    next.prepare(program_.size());
     stack.reserve(program_.size());
     std::optional<Match> found;
     std::size_t at = from;
     while (true) {
       if (!found) {
         if (current.dense.empty() && !prefix_.empty()) {
-          const std::size_t candidate = find_literal(text, prefix_, prefix_folds_, at);
+          const std::size_t candidate = prefix_.find(text, at);
           if (candidate == std::string_view::npos) break;
           at = candidate;
+        } else if (current.dense.empty() && has_first_bytes_) {
+          // No thread is alive: skip to the next byte that can start a match.
+          while (at < text.size() && !first_bytes_[static_cast<unsigned char>(text[at])]) ++at;
+          if (at == text.size()) break;
         }
         add_thread(current, stack, 0, at, text, at);
       }
@@ -934,10 +1047,10 @@ class Regex {
   Options options_;
   std::vector<Instruction> program_;
   std::vector<CompiledSet> sets_;
-  std::string prefix_;
-  bool prefix_folds_ = false;
-  std::string required_;
-  bool required_folds_ = false;
+  LiteralSearch prefix_;
+  LiteralSearch required_;
+  std::array<bool, 256> first_bytes_{};
+  bool has_first_bytes_ = false;
 };
 
 }  // namespace cuda_agent::detail::regex

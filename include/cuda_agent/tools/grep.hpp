@@ -110,10 +110,6 @@ class LineIndex {
     if (end > begin && index + 1 == starts_.size() && text[end - 1] == '\n') --end;
     return text.substr(begin, end - begin);
   }
-  /// Where the line after `index` starts (the text's size for the last line).
-  [[nodiscard]] std::size_t next_start(std::size_t index) const {
-    return index + 1 < starts_.size() ? starts_[index + 1] : size_ + 1;
-  }
 
  private:
   std::vector<std::size_t> starts_;
@@ -121,24 +117,39 @@ class LineIndex {
 };
 
 /// The 0-based indexes of the lines a pattern matches in `text` (ascending, unique).
-inline std::vector<std::size_t> matching_lines(const regex::Regex& pattern, std::string_view text,
-                                               const LineIndex& lines, bool multiline) {
+inline std::vector<std::size_t> matching_lines(const regex::Regex& pattern, std::string_view text, bool multiline,
+                                               regex::Scratch& scratch) {
   std::vector<std::size_t> found;
   if (text.empty()) return found;  // an empty file has no lines to match
+  // Line numbers are counted as the matches move forward, never from the start again.
+  std::size_t counted_to = 0;
+  std::size_t line = 0;
+  const auto line_at = [&](std::size_t offset) {
+    line += static_cast<std::size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(counted_to),
+                                                text.begin() + static_cast<std::ptrdiff_t>(offset), '\n'));
+    counted_to = offset;
+    return line;
+  };
+  const bool final_newline = text.back() == '\n';
   std::size_t at = 0;
-  const bool final_newline = !text.empty() && text.back() == '\n';
   while (at <= text.size()) {
-    const std::optional<regex::Match> match = pattern.find(text, at);
+    const std::optional<regex::Match> match = pattern.find(text, at, scratch);
     if (!match) break;
     // An empty match after the final newline would report a line that does not exist.
     if (match->begin == text.size() && final_newline) break;
-    const std::size_t first = lines.line_of(match->begin);
-    const std::size_t last = multiline && match->end > match->begin ? lines.line_of(match->end - 1) : first;
-    for (std::size_t line = std::max(first, found.empty() ? 0 : found.back() + 1); line <= last; ++line)
-      if (found.empty() || found.back() < line) found.push_back(line);
-    if (!multiline) at = lines.next_start(last);
-    else if (match->end > match->begin) at = match->end;
-    else at = match->begin + (match->begin < text.size() ? regex::decode(text, match->begin).second : 1);
+    const std::size_t first = line_at(match->begin);
+    const std::size_t last = multiline && match->end > match->begin ? line_at(match->end - 1) : first;
+    for (std::size_t each = found.empty() ? first : std::max(first, found.back() + 1); each <= last; ++each)
+      found.push_back(each);
+    if (!multiline) {
+      const std::size_t line_end = text.find('\n', match->begin);  // line-oriented matches hold no newline
+      if (line_end == std::string_view::npos) break;
+      at = line_end + 1;
+    } else if (match->end > match->begin) {
+      at = match->end;
+    } else {
+      at = match->begin + (match->begin < text.size() ? regex::decode(text, match->begin).second : 1);
+    }
   }
   return found;
 }
@@ -424,6 +435,7 @@ class GrepTool {
 
     // Files are searched in path order; content and count output is produced as they go.
     std::vector<FileMatches> matched;
+    detail::regex::Scratch scratch;
     std::vector<std::string> skipped_large;
     std::size_t searched = 0;
     std::size_t total_lines = 0;
@@ -453,13 +465,13 @@ class GrepTool {
       }
       ++searched;
       if (detail::looks_binary(content)) continue;
-      const detail::LineIndex index(content);
-      const std::vector<std::size_t> lines = detail::matching_lines(pattern, content, index, multiline);
+      const std::vector<std::size_t> lines = detail::matching_lines(pattern, content, multiline, scratch);
       if (lines.empty()) continue;
       total_lines += lines.size();
       matched.push_back({file.relative, file.modified, lines.size()});
       const std::string shown = detail::sanitize_utf8(files.absolute(file.relative));
-      if (mode == "content") printer.print(page, search.single_file ? std::string() : shown, content, index, lines);
+      if (mode == "content")
+        printer.print(page, search.single_file ? std::string() : shown, content, detail::LineIndex(content), lines);
       else if (mode == "count") page.add(shown + ":" + std::to_string(lines.size()));
     }
 
