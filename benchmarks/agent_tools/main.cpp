@@ -5,12 +5,15 @@
 //   cuda_agent_benchmark_agent_tools [files=400] [runs=5]
 //
 // Builds a synthetic tree of CUDA/C++-like sources (about 100 KB per file) in a
-// temporary directory, then prints, for each measurement, the median over the runs.
+// temporary directory, then prints, for each measurement, the median over the runs of the
+// processor time (user + system, of this process or of the external program), which a
+// shared machine disturbs less than the wall time.
 #include <cuda_agent/process.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -25,15 +28,27 @@ namespace ca = cuda_agent;
 
 namespace {
 
-double median_seconds(int runs, const std::function<void()>& work) {
+double cpu_seconds() {
+  timespec now{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &now);
+  return static_cast<double>(now.tv_sec) + 1e-9 * static_cast<double>(now.tv_nsec);
+}
+
+/// The median over `runs` of what `work` returns (seconds).
+double median_of(int runs, const std::function<double()>& work) {
   std::vector<double> seconds;
-  for (int i = 0; i < runs; ++i) {
-    const auto start = std::chrono::steady_clock::now();
-    work();
-    seconds.push_back(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-  }
+  for (int i = 0; i < runs; ++i) seconds.push_back(work());
   std::sort(seconds.begin(), seconds.end());
   return seconds[seconds.size() / 2];
+}
+
+/// The median processor time of `work`, run in this process.
+double median_cpu_seconds(int runs, const std::function<void()>& work) {
+  return median_of(runs, [&] {
+    const double start = cpu_seconds();
+    work();
+    return cpu_seconds() - start;
+  });
 }
 
 /// Deterministic source-like text: kernels, host code, comments, identifiers with digits.
@@ -113,7 +128,7 @@ int main(int argc, char** argv) {
     nlohmann::json arguments = {{"pattern", search.pattern}, {"output_mode", "count"}, {"head_limit", 0}};
     if (search.ignore_case) arguments["-i"] = true;
     std::string summary;
-    const double ours = median_seconds(runs, [&] { summary = grep.invoke(arguments, context).content; });
+    const double ours = median_cpu_seconds(runs, [&] { summary = grep.invoke(arguments, context).content; });
     std::cout << std::setprecision(3) << "Grep " << search.label << " (" << search.pattern << "): " << ours << " s, "
               << std::setprecision(0) << megabytes / ours << " MB/s";
     const auto time_external = [&](const std::vector<std::string>& argv) {
@@ -121,7 +136,10 @@ int main(int argc, char** argv) {
       spec.argv = argv;
       spec.environment = path;
       spec.output_limit = 4096;
-      return median_seconds(runs, [&] { (void)ca::run_process(spec); });
+      return median_of(runs, [&] {
+        const ca::ProcessResult result = ca::run_process(spec);
+        return std::chrono::duration<double>(result.user_cpu_time + result.system_cpu_time).count();
+      });
     };
     if (rg) {
       std::vector<std::string> argv = {rg->string(), "-c", "-j1"};
@@ -137,14 +155,14 @@ int main(int argc, char** argv) {
 
   ca::GlobTool glob;
   std::cout << std::setprecision(2) << "Glob **/*.cu over " << file_count << " files: "
-            << 1e3 * median_seconds(runs, [&] { (void)glob.invoke({{"pattern", "**/*.cu"}}, context); }) << " ms\n";
+            << 1e3 * median_cpu_seconds(runs, [&] { (void)glob.invoke({{"pattern", "**/*.cu"}}, context); }) << " ms\n";
 
   ca::ReadTool read;
   ca::EditTool edit;
   const int calls = 200;
-  const double read_seconds = median_seconds(calls, [&] { (void)read.invoke({{"file_path", "long.py"}}, context); });
+  const double read_seconds = median_cpu_seconds(calls, [&] { (void)read.invoke({{"file_path", "long.py"}}, context); });
   bool flip = false;
-  const double edit_seconds = median_seconds(calls, [&] {
+  const double edit_seconds = median_cpu_seconds(calls, [&] {
     const std::string from = flip ? "line 1000 of a 2000-line" : "line 1000 of a two-thousand-line";
     const std::string to = flip ? "line 1000 of a two-thousand-line" : "line 1000 of a 2000-line";
     flip = !flip;

@@ -44,21 +44,35 @@ namespace cuda_agent::detail {
   return length;
 }
 
-/// `text` with every byte that is not part of well-formed UTF-8, and every NUL, replaced
-/// by U+FFFD. JSON serialization of tool output would otherwise fail on arbitrary bytes.
+/// Appends `text` to `out` with every byte that is not part of well-formed UTF-8, and
+/// every NUL, replaced by U+FFFD. JSON serialization of tool output would otherwise fail
+/// on arbitrary bytes.
+inline void append_sanitized_utf8(std::string& out, std::string_view text) {
+  std::size_t clean_until = 0;  // text[copied, clean_until) is known to be fine
+  std::size_t copied = 0;
+  while (clean_until < text.size()) {
+    const auto byte = static_cast<unsigned char>(text[clean_until]);
+    if (byte >= 0x01 && byte < 0x80) {  // the common case: plain ASCII
+      ++clean_until;
+      continue;
+    }
+    const std::size_t length = byte == 0 ? 0 : utf8_sequence_length(text, clean_until);
+    if (length != 0) {
+      clean_until += length;
+      continue;
+    }
+    out.append(text.substr(copied, clean_until - copied));
+    out += "\xEF\xBF\xBD";
+    copied = ++clean_until;
+  }
+  out.append(text.substr(copied));
+}
+
+/// `text` with invalid UTF-8 and NUL bytes replaced by U+FFFD (see append_sanitized_utf8).
 [[nodiscard]] inline std::string sanitize_utf8(std::string_view text) {
   std::string clean;
   clean.reserve(text.size());
-  for (std::size_t i = 0; i < text.size();) {
-    const std::size_t length = utf8_sequence_length(text, i);
-    if (length == 0 || text[i] == '\0') {
-      clean += "\xEF\xBF\xBD";
-      ++i;
-    } else {
-      clean.append(text.substr(i, length));
-      i += length;
-    }
-  }
+  append_sanitized_utf8(clean, text);
   return clean;
 }
 
@@ -182,12 +196,12 @@ struct MidTruncated {
 }
 
 /// Appends one line as `cat -n` prints it: the number right-aligned in six columns, a tab,
-/// the text.
+/// the text (repaired to valid UTF-8).
 inline void append_numbered_line(std::string& out, std::size_t number, std::string_view line) {
   char prefix[32];
-  std::snprintf(prefix, sizeof prefix, "%6zu\t", number);
-  out += prefix;
-  out.append(line);
+  const int length = std::snprintf(prefix, sizeof prefix, "%6zu\t", number);
+  out.append(prefix, static_cast<std::size_t>(length));
+  append_sanitized_utf8(out, line);
   out += '\n';
 }
 

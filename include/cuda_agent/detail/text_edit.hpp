@@ -205,7 +205,7 @@ struct TextEdit {
   const bool shortened = last - first + 1 > max_lines;
   if (shortened) last = first + max_lines - 1;
   for (std::size_t line = first; line <= last; ++line)
-    append_numbered_line(snippet, line, sanitize_utf8(new_lines[line - 1]));
+    append_numbered_line(snippet, line, new_lines[line - 1]);
   if (shortened)
     snippet += "[... the change continues to line " + std::to_string(changed_last) +
                "; Read the file to see all of it ...]\n";

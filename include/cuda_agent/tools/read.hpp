@@ -257,14 +257,14 @@ class ReadTool {
         text = text.substr(0, detail::prefix_of_characters(text, options_.max_line_length));
         cut_lines.push_back(number);
       }
-      std::string numbered;
-      detail::append_numbered_line(numbered, number, detail::sanitize_utf8(text));
-      if (output.size() + numbered.size() > options_.max_output_bytes && last_shown != 0) {
+      const std::size_t before = output.size();
+      detail::append_numbered_line(output, number, text);
+      if (output.size() > options_.max_output_bytes && last_shown != 0) {
+        output.resize(before);
         stopped_for_size = true;
         more = true;
         break;
       }
-      output += numbered;
       last_shown = number;
     }
 
