@@ -171,6 +171,12 @@ TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]") {
   CHECK(exited.is_error);
   CHECK(f.shell("pwd").content == f.tree.path("kernels/sub"));
   CHECK(f.shell("pwd").metadata["working_directory"] == f.tree.path("kernels/sub"));
+  // A directory whose name is not UTF-8 is kept, and reported in valid UTF-8.
+  REQUIRE_FALSE(f.shell("mkdir -p $'bad\\xff' && cd $'bad\\xff'").is_error);
+  const ca::ToolResult odd = f.shell("pwd");
+  CHECK(odd.metadata["working_directory"].get<std::string>().ends_with("bad\xEF\xBF\xBD"));
+  CHECK_NOTHROW(odd.metadata.dump());
+  REQUIRE_FALSE(f.shell("cd ..").is_error);
   // The marker that carries the directory never shows.
   CHECK_THAT(f.shell("echo x").content, !Contains("__cuda_agent"));
 }

@@ -45,6 +45,8 @@ TEST_CASE("Read pages with offset and limit", "[tools][read]") {
   const ca::ToolResult from_zero = call(read, context, R"({"file_path": "f.txt", "offset": 0, "limit": 1})");
   CHECK_THAT(from_zero.content, Contains("     1\tone\n") && Contains("Call Read with offset=2"));
 
+  const ca::ToolResult huge = call(read, context, R"({"file_path": "f.txt", "offset": 4, "limit": 9223372036854775807})");
+  CHECK(huge.content == "     4\tfour\n     5\tfive\n");
   const ca::ToolResult last = call(read, context, R"({"file_path": "f.txt", "offset": 5})");
   CHECK(last.content == "     5\tfive\n");
 

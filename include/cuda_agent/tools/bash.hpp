@@ -254,7 +254,7 @@ class BashTool {
                                {"wall_time_ms", std::chrono::duration<double, std::milli>(result.wall_time).count()},
                                {"output_bytes", total_bytes},
                                {"omitted_bytes", output.omitted_bytes},
-                               {"working_directory", next_directory.lexically_normal().string()},
+                               {"working_directory", detail::sanitize_utf8(next_directory.lexically_normal().string())},
                                {"sandbox", result.sandbox},
                                {"confined", result.confined},
                                {"description", detail::string_argument(arguments, "description")}};

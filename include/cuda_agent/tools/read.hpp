@@ -248,7 +248,7 @@ class ReadTool {
     while (reader.next(line, length)) {
       ++number;
       if (number < first) continue;
-      if (number >= first + limit) {
+      if (number - first >= limit) {  // (first + limit could overflow)
         more = true;
         break;
       }
