@@ -31,3 +31,5 @@
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
+
+#include "cuda_agent/tools/tools.hpp"

@@ -122,4 +122,20 @@ class AnyEvaluator;
 // torch/output_check.hpp (component torch)
 struct OutputCheck;
 
+// tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
+enum class PathResolution;
+struct BashOptions;
+struct ReadOptions;
+struct WriteOptions;
+struct EditOptions;
+struct GrepOptions;
+struct GlobOptions;
+struct StandardToolOptions;
+class ReadTool;
+class WriteTool;
+class EditTool;
+class MultiEditTool;
+class GrepTool;
+class GlobTool;
+
 }  // namespace cuda_agent
