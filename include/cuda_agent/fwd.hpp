@@ -47,6 +47,15 @@ struct CommandResult;
 class SandboxError;
 class AnySandbox;
 
+// sandbox_options.hpp, process_sandbox.hpp, bubblewrap_sandbox.hpp, cuda_probe.hpp
+struct Mount;
+struct SandboxOptions;
+struct SandboxIdentity;
+class ProcessSandbox;
+class BubblewrapSandbox;
+struct CudaDevice;
+struct CudaProbe;
+
 // task.hpp
 enum class TaskOrigin;
 struct Task;
