@@ -27,3 +27,4 @@
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/compile_driver.hpp"
+#include "cuda_agent/tools/compile_tool.hpp"

@@ -96,4 +96,7 @@ struct Toolchain;
 struct SandboxRequirements;
 // CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
 
+// tools/compile_tool.hpp
+struct CompileToolOptions;
+
 }  // namespace cuda_agent
