@@ -83,6 +83,11 @@ class TaskLoadError;
 struct ConstructorParameter;
 struct ReferenceModule;
 
+// workspace.hpp
+class WorkspaceError;
+struct Workspace;
+struct WorkspaceOptions;
+
 // candidate_files.hpp
 struct CandidateSources;
 
