@@ -33,3 +33,9 @@
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/compile_driver.hpp"
 #include "cuda_agent/tools/compile_tool.hpp"
+
+#include "cuda_agent/harness_worker.hpp"
+#include "cuda_agent/harness_verifier.hpp"
+#include "cuda_agent/verification_summary.hpp"
+#include "cuda_agent/trusted_evaluator.hpp"
+#include "cuda_agent/tools/verify_tool.hpp"
