@@ -374,6 +374,9 @@ struct UnitOutcome {
   std::vector<Diagnostic> diagnostics;
   double seconds = 0;
   std::filesystem::path object;
+  /// What the object is: its cache key, or for an object that cannot be cached, the
+  /// SHA-256 of its bytes. The link is keyed on these.
+  std::string key;
 };
 
 inline void hand_over(const std::filesystem::path& path, const std::optional<std::pair<uid_t, gid_t>>& user) {
@@ -591,8 +594,8 @@ class CompileDriver {
     }
 
     // 4. Link (unless nothing changed), check the policy, and move the module in place.
-    std::vector<std::filesystem::path> objects;
-    for (const auto& outcome : outcomes) objects.push_back(outcome.object);
+    std::vector<std::pair<std::filesystem::path, std::string>> objects;
+    for (const auto& outcome : outcomes) objects.emplace_back(outcome.object, outcome.key);
     std::sort(objects.begin(), objects.end());
     return link(tools, build, objects, deadline, stop, result, log, finish, fail);
   }
@@ -1000,6 +1003,7 @@ class CompileDriver {
     std::filesystem::create_directories(outcome.object.parent_path());
 
     if (const auto key = find_cached(base, files)) {
+      outcome.key = *key;
       detail::copy_file_atomically(object_in_cache(*key), outcome.object);
       std::error_code missing;
       const std::filesystem::path cached_log = object_in_cache(*key).replace_extension(".log");
@@ -1057,6 +1061,7 @@ class CompileDriver {
     std::filesystem::rename(partial, outcome.object);
     outcome.succeeded = true;
     store_in_cache(base, unit, files, source_root, tools, depfile, outcome);
+    if (outcome.key.empty()) outcome.key = "object:" + detail::sha256_hex(detail::read_file(outcome.object));
     return outcome;
   }
 
@@ -1121,6 +1126,7 @@ class CompileDriver {
       }
     }
     const std::string key = unit_full_key(base, header_list, files);
+    outcome.key = key;
     detail::copy_file_atomically(outcome.object, object_in_cache(key));
     detail::write_file_atomically(std::filesystem::path(object_in_cache(key)).replace_extension(".log"), outcome.output);
     const std::string variant = detail::sha256_hex(detail::compile::join(header_list, "\n"));
@@ -1167,16 +1173,17 @@ class CompileDriver {
 
   template <class Finish, class Fail>
   CompileResult link(const Toolchain& tools, const std::filesystem::path& build,
-                     const std::vector<std::filesystem::path>& objects, detail::compile::Clock::time_point deadline,
+                     const std::vector<std::pair<std::filesystem::path, std::string>>& objects,
+                     detail::compile::Clock::time_point deadline,
                      std::stop_source& stop, CompileResult& result, detail::HeadTailBuffer& log, Finish& finish,
                      Fail& fail) {
     const auto started = detail::compile::Clock::now();
     const std::vector<std::string> flags = link_flags(tools);
     detail::Sha256 hash;
-    hash.update("cuda-agent link v1\n").update(tools.key).update(detail::compile::join(flags, "\n"));
+    hash.update("cuda-agent link v2\n").update(tools.key).update(detail::compile::join(flags, "\n"));
     nlohmann::json policy = options_.libraries;
     hash.update(policy.dump());
-    for (const auto& object : objects) hash.update("\n").update(detail::sha256_hex(detail::read_file(object)));
+    for (const auto& [object, key] : objects) hash.update("\n").update(object.string()).update("=").update(key);
     const std::string link_key = hash.hex_digest();
 
     const std::filesystem::path module = module_path(build, tools);
@@ -1186,7 +1193,7 @@ class CompileDriver {
       try {
         const nlohmann::json recorded = nlohmann::json::parse(detail::read_file(state));
         if (recorded.value("link_key", "") == link_key &&
-            recorded.value("module_sha256", "") == detail::sha256_hex(detail::read_file(module))) {
+            recorded.value("module_stamp", "") == detail::compile::file_stamp(module)) {
           result.module_path = module;
           result.details["link"] = {{"skipped", true}, {"reason", "no object changed"}};
           return finish(true);
@@ -1208,7 +1215,7 @@ class CompileDriver {
     command.argv.push_back(tools.cxx.string());
     command.argv.emplace_back("-o");
     command.argv.push_back(partial.string());
-    for (const auto& object : objects) command.argv.push_back(object.string());
+    for (const auto& object : objects) command.argv.push_back(object.first.string());
     command.argv.insert(command.argv.end(), flags.begin(), flags.end());
     configure(command, tools, build / "src", remaining, stop);
     const CommandResult ran = sandbox_.run(command);
@@ -1253,7 +1260,7 @@ class CompileDriver {
     }
     std::filesystem::rename(partial, module);
     detail::write_file_atomically(
-        state, nlohmann::json{{"link_key", link_key}, {"module_sha256", detail::sha256_hex(image)}}.dump());
+        state, nlohmann::json{{"link_key", link_key}, {"module_stamp", detail::compile::file_stamp(module)}}.dump());
     result.module_path = module;
     result.details["link"] = {{"skipped", false}, {"seconds", detail::compile::seconds_since(started)}};
     return finish(true);
