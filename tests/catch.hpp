@@ -3,10 +3,18 @@
 
 // One include for Catch2 v2 (single header, Debian 12) and Catch2 v3 (split headers).
 #if __has_include(<catch2/catch_test_macros.hpp>)
+#include <string>  // string
+
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #define CUDA_AGENT_CATCH_VERSION 3
+// v2's string matcher `Contains` is `ContainsSubstring` in v3; one name for both.
+namespace Catch::Matchers {
+inline auto Contains(const std::string& substring, CaseSensitive sensitivity = CaseSensitive::Yes) {
+  return ContainsSubstring(substring, sensitivity);
+}
+}  // namespace Catch::Matchers
 #else
 #include <catch2/catch.hpp>
 #define CUDA_AGENT_CATCH_VERSION 2

@@ -3,7 +3,7 @@
 
 /// @file
 /// Everything in the core of cuda_agent. Optional components have their own umbrella
-/// headers: cuda_agent/http/http.hpp, cuda_agent/cuda/cuda.hpp, cuda_agent/torch/torch.hpp.
+/// headers: cuda_agent/http/http.hpp (libcurl) and cuda_agent/cuda/cuda.hpp (CUDA runtime).
 
 #include "cuda_agent/version.hpp"
 #include "cuda_agent/fwd.hpp"
@@ -18,6 +18,10 @@
 #include "cuda_agent/trajectory.hpp"
 
 #include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/llm_transport.hpp"
+#include "cuda_agent/scripted_client.hpp"
+#include "cuda_agent/replay_client.hpp"
+#include "cuda_agent/llm_spec.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/sandbox_options.hpp"
