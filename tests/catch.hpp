@@ -9,10 +9,10 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #define CUDA_AGENT_CATCH_VERSION 3
-// v2's string matcher `Contains` is `ContainsSubstring` in v3; one name for both.
+// v3 renamed the substring matcher; the v2 name keeps working for tests that use it.
 namespace Catch::Matchers {
-inline auto Contains(const std::string& substring, CaseSensitive sensitivity = CaseSensitive::Yes) {
-  return ContainsSubstring(substring, sensitivity);
+inline StringContainsMatcher Contains(std::string const& text, CaseSensitive sensitivity = CaseSensitive::Yes) {
+  return ContainsSubstring(text, sensitivity);
 }
 }  // namespace Catch::Matchers
 #else

@@ -30,7 +30,9 @@
 ///
 /// bubblewrap reports a command killed by signal N as exit status 128+N, so the results
 /// of this sandbox carry that exit code; `signal` is set only when bubblewrap itself was
-/// killed (at the deadline, for example).
+/// killed (at the deadline, for example). CPU times and `max_resident_kib` (the peak
+/// memory charged, page cache included) come from the command's cgroup leaf; without one
+/// they are 0, since the command's usage never reaches this process.
 
 #include <chrono>      // seconds, milliseconds, steady_clock
 #include <cerrno>      // errno, EINTR
@@ -204,35 +206,17 @@ class BubblewrapSandbox {
       descriptors.seccomp = seccomp_pipe.read.get();
     }
 
-    const std::filesystem::path working_directory =
-        command.working_directory.empty()         ? layout_.workspace
-        : command.working_directory.is_absolute() ? command.working_directory
-                                                  : layout_.workspace / command.working_directory;
-    ProcessSpec spec;
-    spec.argv.push_back(bubblewrap_.string());
-    for (std::string& argument : detail::bwrap_arguments(layout_, descriptors, working_directory, command.argv))
-      spec.argv.push_back(std::move(argument));
     // The environment reaches the command through bubblewrap's own, which is exactly the
     // composed one: nothing else of the host's is inherited, and values stay out of the
     // command line (visible to every user of the host), unlike --clearenv/--setenv.
-    spec.environment = detail::compose_environment(options_, command.environment);
-    spec.working_directory = "/";
-    spec.stdin_data = command.stdin_data;
-    spec.timeout = command.timeout;
-    spec.kill_grace = options_.kill_grace;
-    spec.output_limit = command.output_limit;
-    spec.merge_stderr = command.merge_stderr;
-    spec.cancellation = command.cancellation;
-    spec.child.rlimits = plan.rlimits;
-    spec.child.new_session = true;
-    spec.child.cgroup_procs_fd = leaf ? leaf->procs_fd() : -1;
+    ProcessSpec spec = detail::sandbox_process_spec(command, options_, identity_, plan, leaf);
+    spec.argv.push_back(bubblewrap_.string());
+    const std::filesystem::path working_directory = detail::working_directory_of(command, layout_.workspace);
+    for (std::string& argument : detail::bwrap_arguments(layout_, descriptors, working_directory, command.argv))
+      spec.argv.push_back(std::move(argument));
+    spec.working_directory = "/";  // bubblewrap's own; the command's is --chdir
     spec.child.inherited_fds = {status_pipe.write.get(), release_pipe.read.get()};
     if (descriptors.seccomp >= 0) spec.child.inherited_fds.push_back(descriptors.seccomp);
-    // Drop to the unprivileged identity before bubblewrap starts, never inside it.
-    if (::geteuid() == 0) {
-      spec.child.uid = identity_.uid;
-      spec.child.gid = identity_.gid;
-    }
 
     detail::BwrapStatus status;
     ProcessResult finished;
@@ -270,6 +254,13 @@ class BubblewrapSandbox {
 
     CommandResult result;
     static_cast<ProcessResult&>(result) = std::move(finished);
+    // bubblewrap's init reaps the command and is never waited for by bubblewrap itself,
+    // so the usage run_process collected is bubblewrap's own: take the command's from its
+    // cgroup, or say nothing.
+    const detail::CgroupLeaf::Usage usage = leaf ? leaf->usage() : detail::CgroupLeaf::Usage{};
+    result.user_cpu_time = usage.user;
+    result.system_cpu_time = usage.system;
+    result.max_resident_kib = usage.peak_memory_kib;
     result.confined = true;
     result.sandbox = "bubblewrap";
     result.limits = plan.statuses;
@@ -310,6 +301,12 @@ class BubblewrapSandbox {
   [[nodiscard]] const SandboxOptions& options() const noexcept { return options_; }
   [[nodiscard]] SandboxIdentity identity() const noexcept { return identity_; }
   [[nodiscard]] const std::filesystem::path& bubblewrap() const noexcept { return bubblewrap_; }
+
+  /// The cgroup v2 directory in which each command gets its own leaf, if any.
+  [[nodiscard]] std::optional<std::filesystem::path> cgroup_parent() const {
+    if (!cgroups_.parent) return std::nullopt;
+    return cgroups_.parent->directory;
+  }
 
   /// How memory and process limits are enforced for this sandbox's commands: empty when
   /// through cgroup v2, otherwise why not.

@@ -12,6 +12,7 @@
 /// Nothing selects it implicitly: `make_default_sandbox` never falls back to it. A host
 /// constructs it by name when it means to run commands unconfined.
 
+#include <algorithm>   // max
 #include <filesystem>  // path
 #include <stdexcept>   // invalid_argument
 #include <string>      // string
@@ -52,14 +53,13 @@ class ProcessSandbox {
     if (command.argv.empty() || command.argv.front().empty())
       throw std::invalid_argument("ProcessSandbox::run: the command has no program");
 
-    const Environment environment = detail::compose_environment(options_, command.environment);
     const ResourceLimits limits = detail::merge_limits(command.limits, options_.default_limits);
     CommandResult result;
     result.confined = false;
     result.sandbox = "process";
 
     // An unknown program is the command's failure, reported the way a shell would.
-    if (!find_program(command.argv.front(), environment))
+    if (!find_program(command.argv.front(), detail::compose_environment(options_, command.environment)))
       return cannot_execute(command, "cannot execute '" + command.argv.front() + "': not found in PATH", 127);
 
     const detail::CommandCgroup cgroup =
@@ -80,26 +80,9 @@ class ProcessSandbox {
     const detail::LimitPlan plan = detail::plan_limits(limits, context);
     result.limits = plan.statuses;
 
-    ProcessSpec spec;
+    ProcessSpec spec = detail::sandbox_process_spec(command, options_, identity_, plan, leaf);
     spec.argv = command.argv;
-    spec.environment = environment;
-    spec.working_directory = command.working_directory.empty() ? workspace_
-                             : command.working_directory.is_absolute()
-                                 ? command.working_directory
-                                 : workspace_ / command.working_directory;
-    spec.stdin_data = command.stdin_data;
-    spec.timeout = command.timeout;
-    spec.kill_grace = options_.kill_grace;
-    spec.output_limit = command.output_limit;
-    spec.merge_stderr = command.merge_stderr;
-    spec.cancellation = command.cancellation;
-    spec.child.rlimits = plan.rlimits;
-    spec.child.new_session = true;
-    spec.child.cgroup_procs_fd = leaf ? leaf->procs_fd() : -1;
-    if (::geteuid() == 0) {
-      spec.child.uid = identity_.uid;
-      spec.child.gid = identity_.gid;
-    }
+    spec.working_directory = detail::working_directory_of(command, workspace_);
 
     ProcessResult finished;
     try {
@@ -114,6 +97,10 @@ class ProcessSandbox {
     detail::CgroupLeaf::Events events;
     if (leaf) {
       events = leaf->events();
+      // The leaf also counts descendants that were never waited for.
+      const detail::CgroupLeaf::Usage usage = leaf->usage();
+      result.user_cpu_time = std::max(result.user_cpu_time, usage.user);
+      result.system_cpu_time = std::max(result.system_cpu_time, usage.system);
       if (!leaf->kill_all(std::chrono::seconds(10)))
         throw SandboxError("ProcessSandbox: processes of the command were still alive 10 s after cgroup.kill (" +
                            leaf->directory().string() + ")");

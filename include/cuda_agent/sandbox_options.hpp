@@ -80,7 +80,8 @@ inline constexpr gid_t default_sandbox_gid = 65534;
 }
 
 struct SandboxOptions {
-  /// Bound read-write at the same path; the default working directory. Must exist.
+  /// Bound read-write at the same path (its canonical spelling, links resolved); the
+  /// default working directory. Must exist.
   std::filesystem::path workspace;
   /// Inside the workspace (absolute, or relative to it); made read-only. Each must exist
   /// when a command starts. Their parent directories inside the workspace cannot be
@@ -117,9 +118,12 @@ struct SandboxOptions {
   /// Put each command in its own cgroup v2 leaf (memory and process limits, OOM
   /// detection, killing the whole tree) when the hierarchy allows it.
   bool use_cgroups = true;
-  /// The delegated cgroup v2 directory under which leaves are created. Empty: the cgroup
-  /// this process runs in, where writable. Set explicitly, it must work, or construction
-  /// fails.
+  /// The delegated cgroup v2 directory under which leaves are created; it must hold no
+  /// processes itself. Created when missing and its parent is a cgroup v2 directory, so a
+  /// root host on a cgroup v2 machine can name /sys/fs/cgroup/cuda-agent. Set explicitly,
+  /// it must offer the memory and pids controllers, or construction fails. Empty: the
+  /// cgroup this process runs in, where writable; it usually holds this process, so its
+  /// leaves can track and kill but not limit (each result says so).
   std::optional<std::filesystem::path> cgroup_parent;
   /// Refuse a small set of syscalls that no build or CUDA program needs and that widen
   /// the kernel's attack surface (io_uring, bpf, userfaultfd, keyrings, ...).

@@ -77,17 +77,25 @@ inline void add_anchors(std::vector<std::filesystem::path>& anchors, const std::
 inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const SandboxIdentity& identity) {
   BwrapLayout layout;
   if (options.workspace.empty()) throw SandboxError("SandboxOptions::workspace is empty");
-  layout.workspace = normal_absolute(options.workspace);
+  const std::filesystem::path given = normal_absolute(options.workspace);
+  if (!std::filesystem::is_directory(given))
+    throw SandboxError("the workspace " + given.string() + " is not a directory");
+  // Without links in its path: bubblewrap resolves mount destinations against the host's
+  // root, so a link such as /var/run -> /run would carry every mount into the workspace
+  // outside the sandbox's view. Paths given under the original spelling are moved along.
+  layout.workspace = std::filesystem::canonical(given);
   if (layout.workspace == "/") throw SandboxError("the workspace cannot be the root directory");
-  if (!std::filesystem::is_directory(layout.workspace))
-    throw SandboxError("the workspace " + layout.workspace.string() + " is not a directory");
+  const auto in_workspace = [&](const std::filesystem::path& path) {
+    const std::filesystem::path absolute = normal_absolute(path, layout.workspace);
+    return is_within(absolute, given) ? normal_absolute(absolute.lexically_relative(given), layout.workspace) : absolute;
+  };
   if (const auto reason = unreachable_reason(layout.workspace, identity.uid, identity.gid))
     throw SandboxError("the sandbox user cannot reach the workspace: " + *reason + "; put workspaces where uid " +
                        std::to_string(identity.uid) + " can enter (for example under /tmp or /var/lib/<app>)");
   layout.read_only_workspace = options.read_only_workspace;
 
   for (const auto& path : options.protected_paths) {
-    const std::filesystem::path absolute = normal_absolute(path, layout.workspace);
+    const std::filesystem::path absolute = in_workspace(path);
     if (absolute == layout.workspace || !is_within(absolute, layout.workspace))
       throw SandboxError("the protected path " + absolute.string() + " is not inside the workspace " +
                          layout.workspace.string() + " (use SandboxOptions::mounts for paths elsewhere)");
@@ -95,12 +103,25 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
     add_anchors(layout.anchors, layout.workspace, absolute);
   }
 
+  for (const auto& path : options.hidden_paths) {
+    const std::filesystem::path absolute = normal_absolute(path);
+    if (absolute == "/" || absolute == layout.workspace || absolute == "/tmp" || absolute == "/dev" ||
+        absolute == "/proc")
+      throw SandboxError("cannot hide " + absolute.string() +
+                         ": the root, the workspace, /tmp, /dev and /proc are set up by the sandbox itself");
+    struct stat status {};
+    if (::lstat(absolute.c_str(), &status) != 0) continue;
+    // A link (such as /var/run -> /run) is hidden through its target, if that is listed.
+    if (S_ISLNK(status.st_mode)) continue;
+    (S_ISDIR(status.st_mode) ? layout.hidden_directories : layout.hidden_files).push_back(absolute);
+  }
+
   for (const Mount& mount : options.mounts) {
     if (!mount.destination.is_absolute())
       throw SandboxError("the mount destination " + mount.destination.string() + " is not an absolute path");
     Mount normal = mount;
     normal.source = normal_absolute(mount.source);
-    normal.destination = normal_absolute(mount.destination);
+    normal.destination = in_workspace(mount.destination);
     if (normal.destination == "/") throw SandboxError("a mount cannot replace the root directory");
     if (!std::filesystem::exists(normal.source)) {
       if (mount.optional) continue;
@@ -115,6 +136,14 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
         throw SandboxError("the parent of the mount destination " + normal.destination.string() +
                            " does not exist; create it in the workspace before constructing the sandbox");
       add_anchors(layout.anchors, layout.workspace, normal.destination);
+    } else if (!std::filesystem::exists(normal.destination)) {
+      // bubblewrap can create mount points only on its own tmpfs: /tmp and hidden paths.
+      bool on_tmpfs = is_within(normal.destination, "/tmp");
+      for (const auto& hidden : layout.hidden_directories) on_tmpfs = on_tmpfs || is_within(normal.destination, hidden);
+      if (!on_tmpfs)
+        throw SandboxError("the mount destination " + normal.destination.string() +
+                           " does not exist on the host, and the sandbox's root is read-only: use an existing "
+                           "path, or one under /tmp or under the workspace");
     }
     layout.mounts.push_back(std::move(normal));
   }
@@ -123,17 +152,6 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
     return depth(left) != depth(right) ? depth(left) < depth(right) : left < right;
   });
   layout.anchors.erase(std::unique(layout.anchors.begin(), layout.anchors.end()), layout.anchors.end());
-
-  for (const auto& path : options.hidden_paths) {
-    const std::filesystem::path absolute = normal_absolute(path);
-    if (absolute == "/" || absolute == layout.workspace)
-      throw SandboxError("cannot hide " + absolute.string() + ": it is the root or the workspace");
-    struct stat status {};
-    if (::lstat(absolute.c_str(), &status) != 0) continue;
-    // A link (such as /var/run -> /run) is hidden through its target, if that is listed.
-    if (S_ISLNK(status.st_mode)) continue;
-    (S_ISDIR(status.st_mode) ? layout.hidden_directories : layout.hidden_files).push_back(absolute);
-  }
 
   layout.gpu_nodes = nvidia_device_nodes(options.gpus);
   layout.tmp_size_bytes = options.tmp_size_bytes;

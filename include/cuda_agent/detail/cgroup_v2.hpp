@@ -10,7 +10,7 @@
 #include <cerrno>      // errno, EBUSY, ENOENT
 #include <chrono>      // steady_clock, milliseconds
 #include <csignal>     // kill, SIGKILL
-#include <cstdint>     // uint64_t
+#include <cstdint>     // uint64_t, int64_t
 #include <cstring>     // strerror
 #include <filesystem>  // path
 #include <fstream>     // ifstream
@@ -24,6 +24,7 @@
 #include <vector>      // vector
 
 #include <fcntl.h>     // open, O_WRONLY, O_CLOEXEC
+#include <sys/stat.h>    // mkdir
 #include <sys/statfs.h>  // statfs
 #include <unistd.h>    // access, write, rmdir, getpid
 
@@ -173,6 +174,12 @@ inline CgroupDiscovery discover_cgroup_parent(const std::optional<std::filesyste
   if (configured) {
     const std::filesystem::path directory = normal_absolute(*configured);
     struct statfs filesystem {};
+    // Created on first use when its parent is a cgroup v2 directory (a root host can
+    // simply name /sys/fs/cgroup/cuda-agent).
+    if (::statfs(directory.parent_path().c_str(), &filesystem) == 0 && filesystem.f_type == cgroup2_filesystem_magic &&
+        ::mkdir(directory.c_str(), 0755) != 0 && errno != EEXIST)
+      throw SandboxError("cannot create SandboxOptions::cgroup_parent " + directory.string() + ": " +
+                         std::strerror(errno));
     if (::statfs(directory.c_str(), &filesystem) != 0 || filesystem.f_type != cgroup2_filesystem_magic)
       throw SandboxError("SandboxOptions::cgroup_parent " + directory.string() +
                          " is not a directory of a cgroup v2 hierarchy");
@@ -254,6 +261,24 @@ class CgroupLeaf {
     if (memory_limited_) events.oom_kills = read_cgroup_counter(directory_ / "memory.events", "oom_kill");
     if (pids_limited_) events.pids_limit_hits = read_cgroup_counter(directory_ / "pids.events", "max");
     return events;
+  }
+
+  /// CPU time of every process that ran in the leaf (cpu.stat exists in every cgroup v2
+  /// directory, controllers or not), and the peak memory charged to it where the memory
+  /// controller reports one (memory.peak, Linux 5.19).
+  struct Usage {
+    std::chrono::microseconds user{0};
+    std::chrono::microseconds system{0};
+    std::int64_t peak_memory_kib = 0;
+  };
+  [[nodiscard]] Usage usage() const {
+    Usage usage;
+    usage.user = std::chrono::microseconds(read_cgroup_counter(directory_ / "cpu.stat", "user_usec"));
+    usage.system = std::chrono::microseconds(read_cgroup_counter(directory_ / "cpu.stat", "system_usec"));
+    std::ifstream peak(directory_ / "memory.peak");
+    std::uint64_t bytes = 0;
+    if (peak >> bytes) usage.peak_memory_kib = static_cast<std::int64_t>(bytes / 1024);
+    return usage;
   }
 
   /// Whether any process is still in the leaf.

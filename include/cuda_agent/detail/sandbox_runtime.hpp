@@ -9,6 +9,7 @@
 #include <chrono>      // seconds, microseconds, milliseconds
 #include <csignal>     // SIGXCPU, SIGXFSZ, SIGKILL
 #include <cstdint>     // uint64_t
+#include <filesystem>  // path
 #include <memory>      // unique_ptr
 #include <optional>    // optional
 #include <random>      // random_device
@@ -227,11 +228,42 @@ inline LimitPlan plan_limits(const ResourceLimits& limits, const LimitContext& c
       plan.statuses.push_back(
           {LimitKind::processes, true, "rlimit RLIMIT_NPROC",
            note + count + " processes and threads of uid " + std::to_string(context.identity.uid) +
-               " on the whole host, those of other commands running as that uid included. No cgroup v2 pids "
-               "controller: " + context.processes_note});
+               " on the whole host, those of other commands running as that uid included" +
+               (context.identity.uid == ::geteuid() ? ", and this host process's own" : "") +
+               ". No cgroup v2 pids controller: " + context.processes_note});
     }
   }
   return plan;
+}
+
+/// The command's working directory: the workspace, or a path relative to it, or as given.
+inline std::filesystem::path working_directory_of(const Command& command, const std::filesystem::path& workspace) {
+  if (command.working_directory.empty()) return workspace;
+  return command.working_directory.is_absolute() ? command.working_directory : workspace / command.working_directory;
+}
+
+/// What both sandboxes start their process with: the command's input, deadline and
+/// output handling, the planned rlimits, the cgroup leaf, a session of its own, and the
+/// sandbox identity, taken before exec (so before bubblewrap starts, for that sandbox).
+inline ProcessSpec sandbox_process_spec(const Command& command, const SandboxOptions& options,
+                                        const SandboxIdentity& identity, const LimitPlan& plan,
+                                        const CgroupLeaf* leaf) {
+  ProcessSpec spec;
+  spec.environment = compose_environment(options, command.environment);
+  spec.stdin_data = command.stdin_data;
+  spec.timeout = command.timeout;
+  spec.kill_grace = options.kill_grace;
+  spec.output_limit = command.output_limit;
+  spec.merge_stderr = command.merge_stderr;
+  spec.cancellation = command.cancellation;
+  spec.child.rlimits = plan.rlimits;
+  spec.child.new_session = true;
+  spec.child.cgroup_procs_fd = leaf ? leaf->procs_fd() : -1;
+  if (::geteuid() == 0) {
+    spec.child.uid = identity.uid;
+    spec.child.gid = identity.gid;
+  }
+  return spec;
 }
 
 /// The limits a finished command ran into. `signal` is the signal that ended it (for
