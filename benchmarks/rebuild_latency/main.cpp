@@ -158,6 +158,15 @@ int main(int argc, char** argv) {
     }
   }
   if (device.empty()) device = gpu_present() ? "cuda" : "cpu";
+  if (device != "cpu" && device != "cuda") {
+    std::cerr << "--device is cuda or cpu, not '" << device << "'\n";
+    return 2;
+  }
+  if (device == "cuda" && !gpu_present()) {
+    std::cout << "rebuild latency on cuda: skipped, no NVIDIA GPU here (nvidia-smi -L lists none);"
+                 " run with --device cpu to measure the host compiler path\n";
+    return 0;
+  }
   const bool cuda = device == "cuda";
 
   ca::CompileOptions options;
