@@ -656,8 +656,8 @@ class CompileDriver {
     tools.cudnn_include_directory = text_of("cudnn_include_directory");
 
     tools.cxx = detail::compile::resolve_program(options_.cxx, "the C++ compiler");
-    const std::string version = compiler_identity({tools.cxx.string(), "--version"});
-    tools.cxx_identity = version.substr(0, version.find('\n')) + " (" + tools.cxx.string() + ", " +
+    const std::string cxx_version = compiler_identity({tools.cxx.string(), "--version"});
+    tools.cxx_identity = cxx_version.substr(0, cxx_version.find('\n')) + " (" + tools.cxx.string() + ", " +
                          compiler_identity({tools.cxx.string(), "-dumpmachine"}) + ")";
 
     if (options_.device == "cuda") {
