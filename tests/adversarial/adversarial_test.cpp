@@ -84,10 +84,13 @@ TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit ar
 
   // The shared toolbox (every candidate without its own kernels), then each candidate's own.
   std::vector<nlohmann::json> entries = {nlohmann::json{{"name", "correct_relu"}}};
-  for (const nlohmann::json& entry : ca::testing::load_manifest()["candidates"])
+  const nlohmann::json manifest = ca::testing::load_manifest();
+  for (const nlohmann::json& entry : manifest["candidates"])
     if (std::filesystem::exists(ca::testing::adversarial_directory() / "candidates" / entry["name"].get<std::string>() /
                                 "kernels.cuda"))
       entries.push_back(entry);
+  REQUIRE(entries.size() > 1);
+  int built_count = 0;
   for (const nlohmann::json& entry : entries) {
     const std::string name = entry["name"];
     const std::filesystem::path directory = scratch.path() / name;
@@ -97,10 +100,15 @@ TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit ar
     std::cout << "  " << name << ": " << (built.succeeded ? "built" : "not built") << " in "
               << static_cast<double>(built.duration.count()) / 1000.0 << " s" << std::endl;
     INFO(name << ":\n" << built.log.substr(0, 6000));
-    if (built.succeeded) continue;
+    if (built.succeeded) {
+      CHECK(std::filesystem::exists(built.module_path));
+      ++built_count;
+      continue;
+    }
     // Refused by the library policy at link time is a verdict, not a build error.
     const bool refused_by_policy = std::any_of(built.diagnostics.begin(), built.diagnostics.end(),
         [](const ca::Diagnostic& d) { return d.message.rfind("the extension ", 0) == 0; });
     CHECK(refused_by_policy);
   }
+  CHECK(built_count >= 1);
 }
