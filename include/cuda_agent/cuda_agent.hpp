@@ -11,6 +11,8 @@
 #include "cuda_agent/message.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/task.hpp"
+#include "cuda_agent/task_loader.hpp"
+#include "cuda_agent/workspace.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/tolerance.hpp"
 #include "cuda_agent/resources.hpp"
@@ -33,3 +35,13 @@
 #include "cuda_agent/evaluator.hpp"
 
 #include "cuda_agent/tools/tools.hpp"
+#include "cuda_agent/candidate_files.hpp"
+#include "cuda_agent/library_policy.hpp"
+#include "cuda_agent/compile_driver.hpp"
+#include "cuda_agent/tools/compile_tool.hpp"
+
+#include "cuda_agent/harness_worker.hpp"
+#include "cuda_agent/harness_verifier.hpp"
+#include "cuda_agent/verification_summary.hpp"
+#include "cuda_agent/trusted_evaluator.hpp"
+#include "cuda_agent/tools/verify_tool.hpp"

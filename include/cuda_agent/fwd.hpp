@@ -138,4 +138,48 @@ class MultiEditTool;
 class GrepTool;
 class GlobTool;
 
+// task_loader.hpp
+class TaskLoadError;
+struct ConstructorParameter;
+struct ReferenceModule;
+
+// workspace.hpp
+class WorkspaceError;
+struct Workspace;
+struct WorkspaceOptions;
+
+// candidate_files.hpp
+struct CandidateSources;
+
+// library_policy.hpp
+struct LibraryPolicy;
+
+// compile_driver.hpp
+class CompileDriverError;
+struct CompileOptions;
+struct Toolchain;
+struct SandboxRequirements;
+// CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
+
+// tools/compile_tool.hpp
+struct CompileToolOptions;
+
+// harness_worker.hpp
+class HarnessError;
+struct HarnessWorkerOptions;
+struct HarnessReply;
+class HarnessWorker;
+
+// harness_verifier.hpp
+struct VerificationPolicy;
+struct HarnessOptions;
+class HarnessVerifier;
+
+// trusted_evaluator.hpp
+struct TrustedEvaluatorOptions;
+// TrustedEvaluator<V, S> is constrained by concepts: include trusted_evaluator.hpp.
+
+// tools/verify_tool.hpp
+struct VerifyToolOptions;
+
 }  // namespace cuda_agent
