@@ -21,4 +21,6 @@
 #include "cuda_agent/verifier.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
+#include "cuda_agent/reward_policies.hpp"
+#include "cuda_agent/timing_statistics.hpp"
 #include "cuda_agent/evaluator.hpp"

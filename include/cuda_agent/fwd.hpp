@@ -75,6 +75,16 @@ class AnyVerifier;
 class AnyProfiler;
 class AnyRewardPolicy;
 
+// timing_statistics.hpp
+struct SpeedupOptions;
+class SeededGenerator;
+enum class SamplePairing;
+struct RatioOfMedians;
+
+// reward_policies.hpp
+class MilestoneReward;
+class SpeedupReward;
+
 // evaluator.hpp
 class AnyEvaluator;
 
