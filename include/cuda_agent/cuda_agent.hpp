@@ -23,4 +23,5 @@
 #include "cuda_agent/reward_policy.hpp"
 #include "cuda_agent/reward_policies.hpp"
 #include "cuda_agent/timing_statistics.hpp"
+#include "cuda_agent/harness_profiler.hpp"
 #include "cuda_agent/evaluator.hpp"

@@ -81,6 +81,11 @@ class SeededGenerator;
 enum class SamplePairing;
 struct RatioOfMedians;
 
+// harness_profiler.hpp
+struct TimingBudget;
+struct HarnessProfilerOptions;
+class HarnessProfiler;
+
 // reward_policies.hpp
 class MilestoneReward;
 class SpeedupReward;

@@ -143,12 +143,20 @@ def listen(session_directory: str) -> socket.socket:
     return server
 
 
-def accept(server: socket.socket, timeout_s: float) -> Channel:
-    ready, _, _ = select.select([server], [], [], timeout_s)
-    if not ready:
-        raise TimeoutError(f"the candidate side did not connect within {timeout_s:.0f} s")
-    connection, _ = server.accept()
-    return Channel(connection)
+def accept(server: socket.socket, timeout_s: float, gone_marker: str | None = None) -> Channel:
+    """Waits for the candidate side; gives up early once ``gone_marker`` exists (the
+    launcher creates it when the candidate's process has ended)."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise TimeoutError(f"the candidate side did not connect within {timeout_s:.0f} s")
+        ready, _, _ = select.select([server], [], [], min(remaining, 0.2))
+        if ready:
+            connection, _ = server.accept()
+            return Channel(connection)
+        if gone_marker and os.path.exists(gone_marker):
+            raise EOFError("the candidate's timing process ended before connecting")
 
 
 def connect(session_directory: str, timeout_s: float) -> Channel:
@@ -758,7 +766,12 @@ class ReferenceSession:
         # The candidate side may now use the GPU.
         server = listen(self.request["session"])
         try:
-            channel = accept(server, float(self.request.get("connect_timeout_s", 120.0)))
+            channel = accept(
+                server, float(self.request.get("connect_timeout_s", 120.0)), self.request.get("candidate_gone_marker")
+            )
+        except (TimeoutError, EOFError) as error:
+            result["rejection"] = {"reason": "crashed", "message": str(error), "details": {}}
+            return self.finish(calibration, cache_status)
         finally:
             server.close()
         try:
@@ -969,6 +982,11 @@ def main(argv: list[str] | None = None) -> int:
             request = json.load(handle)
     if arguments.side == "reference":
         result = run_reference_side(request)
+        if request.get("result_path"):
+            temporary = request["result_path"] + ".partial"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(result, handle)
+            os.replace(temporary, request["result_path"])
         sys.stdout.write(RESULT_MARKER + json.dumps(result) + "\n")
         sys.stdout.flush()
         return 0 if result.get("ok") or result.get("rejection") else 1

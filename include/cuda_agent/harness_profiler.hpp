@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// `HarnessProfiler`: the shipped `Profiler`. It times a built, verified candidate against
+/// eager PyTorch and torch.compile through the Python harness (cuda_agent_harness.
+/// timing_session) and turns the session's samples into statistics and verdicts
+/// (timing_statistics.hpp).
+///
+/// A session has two processes: the reference side, trusted and unconfined, which never
+/// imports the candidate and runs the comparison; and the candidate side, run through the
+/// host's `Sandbox`, which holds ModelNew and answers the reference side over a Unix
+/// socket in a session directory. They take turns on the GPU in interleaved rounds (see
+/// timing_session.py for the protocol and what each side checks). The sandbox must make
+/// the Python environment, the harness directory, the candidate's source and build
+/// directories and the session directory visible to the candidate, and expose the GPU.
+
+#include <chrono>       // seconds, milliseconds
+#include <cmath>        // isfinite
+#include <cstdint>      // uint64_t
+#include <cstdlib>      // getenv
+#include <filesystem>   // path
+#include <fstream>      // ifstream, ofstream
+#include <optional>     // optional
+#include <random>       // random_device
+#include <stdexcept>    // invalid_argument, runtime_error
+#include <string>       // string
+#include <string_view>  // string_view
+#include <thread>       // jthread
+#include <utility>      // move
+#include <vector>       // vector
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_agent/detail/temporary_directory.hpp"
+#include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/process.hpp"
+#include "cuda_agent/profiler.hpp"
+#include "cuda_agent/resources.hpp"
+#include "cuda_agent/sandbox.hpp"
+#include "cuda_agent/task.hpp"
+#include "cuda_agent/timing_statistics.hpp"
+
+namespace cuda_agent {
+
+/// How long and how hard one session works.
+struct TimingBudget {
+  /// Seconds of interleaved rounds (a cache miss adds as much again for the baselines alone).
+  double seconds = 5.0;
+  /// Rounds are taken until the speedups are known to `target_relative_error` (half-width
+  /// of a 95% interval) with at least `min_rounds`, or the seconds are spent with at least
+  /// `floor_rounds`, or `max_rounds` are reached.
+  int min_rounds = 10;
+  int floor_rounds = 5;
+  int max_rounds = 400;
+  double target_relative_error = 0.01;
+  double warmup_seconds = 0.05;
+  int calibration_samples = 5;
+};
+
+struct HarnessProfilerOptions {
+  /// Interpreter with torch, for both sides (the sandbox must be able to run it).
+  std::filesystem::path python;
+  /// The directory that holds `cuda_agent_harness/`. Empty: the embedded copy is written
+  /// to a private temporary directory for the profiler's lifetime.
+  std::filesystem::path harness_directory;
+  /// "cuda" or "cpu" (the same control flow with host timers, for CI).
+  std::string device = "cuda";
+  int device_index = 0;
+  /// Where session directories are created; the candidate's sandbox must reach it. Empty:
+  /// the candidate's build directory, or its source directory when it has none.
+  std::filesystem::path session_parent;
+  /// Baseline timings are cached here between evaluations (trusted; never shown to the
+  /// candidate). Empty: no cache, torch.compile is built and timed in every session.
+  std::filesystem::path baseline_cache_directory;
+  bool time_compile = true;
+  std::string compile_mode = "default";
+  std::string compile_backend = "inductor";
+  TimingBudget budget;
+  /// Any contender under this many microseconds per call switches all to graph/batch timing.
+  double short_kernel_us = 50;
+  /// A sample is throttled when the SM clock is below (1 - tolerance) x the session's best.
+  double throttle_tolerance = 0.25;
+  /// A cached baseline is stale when live eager time or clock differ by more than this.
+  double stale_tolerance = 0.05;
+  /// Share of rounds whose timed outputs are re-checked (the last round always is).
+  double check_probability = 0.2;
+  double atol = 1e-2;
+  double rtol = 1e-2;
+  /// What the candidate side times: "model_new" (the candidate), or for A/A measurements
+  /// "reference" (the reference model) or "compile" (its torch.compile form).
+  std::string candidate_kind = "model_new";
+  SpeedupOptions statistics;
+  std::chrono::seconds timeout{900};
+  /// Fixes the session's seeds (inputs, order, checks); default: fresh random ones.
+  std::optional<std::uint64_t> seed;
+  /// Variables for both sides in addition to PATH, HOME, LANG and PYTHONPATH.
+  Environment environment;
+};
+
+namespace detail {
+
+/// Times of one contender in the rounds that have it (and, if given, `partner`).
+inline std::vector<double> contender_times(const std::vector<const nlohmann::json*>& rounds, std::string_view name,
+                                           std::string_view partner = {}) {
+  std::vector<double> times;
+  for (const nlohmann::json* round : rounds) {
+    const nlohmann::json& samples = (*round)["samples"];
+    if (!samples.contains(name) || (!partner.empty() && !samples.contains(partner))) continue;
+    times.push_back(samples[std::string(name)]["time_us"].get<double>());
+  }
+  return times;
+}
+
+inline std::vector<double> cached_times(const nlohmann::json& cached, const char* name) {
+  std::vector<double> times;
+  for (const nlohmann::json& round : cached.at("rounds")) times.push_back(round.at(name).get<double>());
+  return times;
+}
+
+inline Rejection rejection_from(const nlohmann::json& session) {
+  if (const auto found = session.find("rejection"); found != session.end() && found->is_object())
+    return found->get<Rejection>();
+  std::string message = "the timing session failed";
+  if (session.contains("error")) message += ": " + session["error"].get<std::string>();
+  nlohmann::json details = nlohmann::json::object();
+  if (session.contains("traceback")) details["traceback"] = session["traceback"];
+  return {RejectionReason::harness_error, message, details};
+}
+
+}  // namespace detail
+
+/// Statistics and verdicts from a timing session's JSON result (what
+/// `timing_session.py reference` prints). Rounds flagged as throttled are left out while at
+/// least `floor_rounds` unthrottled ones remain. The speedup against torch.compile is
+/// paired per round when compile was timed live, and otherwise goes through the cached
+/// compile/eager ratio times the live eager/candidate ratio.
+[[nodiscard]] inline ProfileResult profile_result_from_session(const nlohmann::json& session,
+                                                               const SpeedupOptions& statistics = {},
+                                                               int floor_rounds = 5) {
+  ProfileResult result;
+  nlohmann::json& details = result.details;
+  for (const char* field : {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason",
+                            "compile_source", "baseline_cache", "reference_clock_mhz", "compile_seconds",
+                            "elapsed_s", "warnings", "fence"})
+    if (session.contains(field)) details[field] = session[field];
+  result.regime = session.value("regime", "per_call") == "cuda_graph" ? TimingRegime::cuda_graph
+                  : session.value("regime", "per_call") == "batched"  ? TimingRegime::batched
+                                                                      : TimingRegime::per_call;
+  if (!session.value("ok", false)) {
+    result.rejection = detail::rejection_from(session);
+    return result;
+  }
+
+  std::vector<const nlohmann::json*> all_rounds, unthrottled;
+  std::size_t checked = 0;
+  static const nlohmann::json no_rounds = nlohmann::json::array();
+  const auto found_rounds = session.find("rounds");
+  const nlohmann::json& session_rounds =
+      found_rounds != session.end() && found_rounds->is_array() ? *found_rounds : no_rounds;
+  for (const nlohmann::json& round : session_rounds) {
+    all_rounds.push_back(&round);
+    if (!round.value("throttled", false)) unthrottled.push_back(&round);
+    if (round.value("checked", false)) ++checked;
+  }
+  const bool discard = static_cast<int>(unthrottled.size()) >= floor_rounds;
+  const std::vector<const nlohmann::json*>& rounds = discard ? unthrottled : all_rounds;
+  details["rounds"] = all_rounds.size();
+  details["throttled_rounds"] = all_rounds.size() - unthrottled.size();
+  details["rechecked_rounds"] = checked;
+  if (!discard && unthrottled.size() != all_rounds.size())
+    details["warnings"].push_back("the clock was throttled in most rounds; they are all kept");
+  const std::size_t discarded = discard ? all_rounds.size() - unthrottled.size() : 0;
+
+  nlohmann::json escapes = nlohmann::json::object();
+  for (const char* name : {"candidate", "eager", "compile"}) {
+    const std::vector<double> times = detail::contender_times(rounds, name);
+    if (times.empty()) continue;
+    result.timings.push_back(summarize_timings(name, times, discarded));
+    std::size_t escaped = 0;
+    for (const nlohmann::json* round : rounds)
+      if ((*round)["samples"].contains(name) && (*round)["samples"][name].value("escape_us", 0.0) > 0) ++escaped;
+    escapes[name] = escaped;
+  }
+  details["samples_with_escaped_work"] = escapes;
+
+  const auto estimate = [&](const std::string& baseline, const std::vector<RatioOfMedians>& chain)
+      -> std::optional<SpeedupEstimate> {
+    for (const RatioOfMedians& factor : chain)
+      if (factor.numerator.size() < 2 || factor.denominator.size() < 2) return std::nullopt;
+    return estimate_speedup(baseline, chain, statistics);
+  };
+
+  const std::vector<double> eager = detail::contender_times(rounds, "eager", "candidate");
+  const std::vector<double> candidate_with_eager = detail::contender_times(rounds, "candidate", "eager");
+  result.versus_eager = estimate("eager", {RatioOfMedians{eager, candidate_with_eager, SamplePairing::paired}});
+
+  const std::vector<double> compile = detail::contender_times(rounds, "compile", "candidate");
+  if (compile.size() >= 2) {
+    const std::vector<double> candidate_with_compile = detail::contender_times(rounds, "candidate", "compile");
+    result.versus_compile =
+        estimate("compile", {RatioOfMedians{compile, candidate_with_compile, SamplePairing::paired}});
+  } else if (const auto cached = session.find("cached_baselines"); cached != session.end() && cached->is_object()) {
+    const std::vector<double> cached_eager = detail::cached_times(*cached, "eager");
+    const std::vector<double> cached_compile = detail::cached_times(*cached, "compile");
+    result.versus_compile = estimate("compile", {RatioOfMedians{cached_compile, cached_eager, SamplePairing::paired},
+                                                 RatioOfMedians{eager, candidate_with_eager, SamplePairing::paired}});
+    TimingStats stats = summarize_timings("compile", cached_compile);
+    result.timings.push_back(stats);
+    details["compile_timing"] = {{"source", "cache"},
+                                 {"measured_at", cached->value("measured_at", "")},
+                                 {"cached_eager_median_us", median(cached_eager)}};
+  }
+  return result;
+}
+
+/// Times candidates against eager and torch.compile through the Python harness.
+class HarnessProfiler {
+ public:
+  HarnessProfiler(HarnessProfilerOptions options, AnySandbox candidate_sandbox)
+      : options_(std::move(options)), sandbox_(std::move(candidate_sandbox)) {
+    if (options_.python.empty())
+      throw std::invalid_argument("HarnessProfiler: no Python interpreter configured (options.python)");
+    if (options_.harness_directory.empty()) {
+      harness_copy_.emplace("cuda-agent-harness-");
+      write_embedded_resources("harness/", harness_copy_->path());
+      options_.harness_directory = harness_copy_->path();
+    }
+  }
+
+  [[nodiscard]] const HarnessProfilerOptions& options() const noexcept { return options_; }
+
+  /// The session's requests, for inspection and tests: what each side is told.
+  [[nodiscard]] nlohmann::json reference_request(const Task& task, const std::filesystem::path& reference_path,
+                                                 const std::filesystem::path& session,
+                                                 const std::filesystem::path& result_path, std::uint64_t seed) const {
+    const HarnessProfilerOptions& o = options_;
+    nlohmann::json request = {
+        {"device", o.device},
+        {"device_index", o.device_index},
+        {"reference_path", reference_path.string()},
+        {"task_hash", task.content_hash()},
+        {"session", session.string()},
+        {"result_path", result_path.string()},
+        {"seed", seed},
+        {"compile", {{"enabled", o.time_compile}, {"mode", o.compile_mode}, {"backend", o.compile_backend}}},
+        {"budget",
+         {{"time_s", o.budget.seconds},
+          {"min_rounds", o.budget.min_rounds},
+          {"floor_rounds", o.budget.floor_rounds},
+          {"max_rounds", o.budget.max_rounds},
+          {"target_relative_error", o.budget.target_relative_error},
+          {"warmup_s", o.budget.warmup_seconds},
+          {"calibration_samples", o.budget.calibration_samples}}},
+        {"check", {{"probability", o.check_probability}, {"atol", o.atol}, {"rtol", o.rtol}}},
+        {"short_kernel_us", o.short_kernel_us},
+        {"throttle_tolerance", o.throttle_tolerance},
+        {"stale_tolerance", o.stale_tolerance},
+        {"deadline_s", static_cast<double>(o.timeout.count())},
+    };
+    if (!o.baseline_cache_directory.empty())
+      request["baseline_cache"] = {{"directory", o.baseline_cache_directory.string()}};
+    return request;
+  }
+
+  [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate) {
+    const std::uint64_t seed = options_.seed ? *options_.seed : fresh_seed();
+    // The reference side's files live where the candidate cannot reach them.
+    detail::TemporaryDirectory trusted("cuda-agent-timing-trusted-");
+    std::filesystem::path parent = options_.session_parent;
+    if (parent.empty()) parent = candidate.build_directory.empty() ? candidate.source_directory : candidate.build_directory;
+    detail::TemporaryDirectory session(".timing-", parent);
+    // The candidate side may run as another user: it connects to the socket and writes
+    // its timed outputs here.
+    std::filesystem::permissions(session.path(), std::filesystem::perms::all);
+
+    const std::filesystem::path reference_path = trusted.path() / "reference.py";
+    const std::filesystem::path candidate_reference = session.path() / "reference.py";
+    write_file(reference_path, task.reference_source);
+    write_file(candidate_reference, task.reference_source);
+    const std::filesystem::path result_path = trusted.path() / "result.json";
+    const std::filesystem::path candidate_gone = trusted.path() / "candidate-gone";
+    const std::filesystem::path reference_request_path = trusted.path() / "request.json";
+    nlohmann::json request = reference_request(task, reference_path, session.path(), result_path, seed);
+    request["candidate_gone_marker"] = candidate_gone.string();
+    write_file(reference_request_path, request.dump());
+
+    nlohmann::json candidate_request = {
+        {"device", options_.device},
+        {"device_index", options_.device_index},
+        {"reference_path", candidate_reference.string()},
+        {"candidate_directory", candidate.source_directory.string()},
+        {"build_directory", candidate.build_directory.string()},
+        {"candidate_kind", options_.candidate_kind},
+        {"compile", {{"mode", options_.compile_mode}, {"backend", options_.compile_backend}}},
+        {"session", session.path().string()},
+        {"connect_timeout_s", static_cast<double>(options_.timeout.count())},
+    };
+    const std::filesystem::path candidate_request_path = session.path() / "request.json";
+    write_file(candidate_request_path, candidate_request.dump());
+
+    Command candidate_command;
+    candidate_command.argv = {options_.python.string(), "-m", "cuda_agent_harness.timing_session", "candidate",
+                              "--request", candidate_request_path.string()};
+    candidate_command.environment = side_environment();
+    candidate_command.working_directory = session.path();
+    candidate_command.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout);
+    candidate_command.output_limit = 16 * 1024;
+    std::optional<CommandResult> candidate_result;
+    std::string candidate_failure;
+    {
+      std::jthread candidate_side([&] {
+        try {
+          candidate_result = sandbox_.run(candidate_command);
+        } catch (const std::exception& error) {
+          candidate_failure = error.what();
+        }
+        std::ofstream{candidate_gone};  // lets a reference side still waiting for it give up
+      });
+      ProcessSpec reference;
+      reference.argv = {options_.python.string(), "-m", "cuda_agent_harness.timing_session", "reference",
+                        "--request", reference_request_path.string()};
+      Environment environment = side_environment();
+      for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+        if (const char* value = std::getenv(name); value && !environment.get(name)) environment.set(name, value);
+      reference.environment = std::move(environment);
+      reference.working_directory = trusted.path();
+      reference.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout);
+      reference.merge_stderr = true;
+      reference.output_limit = 64 * 1024;
+      reference_result_ = run_process(reference);
+    }  // joins the candidate side
+
+    ProfileResult result;
+    nlohmann::json session_result;
+    std::ifstream stream(result_path);
+    if (stream) session_result = nlohmann::json::parse(stream, nullptr, false);
+    if (session_result.is_object()) {
+      result = profile_result_from_session(session_result, options_.statistics, options_.budget.floor_rounds);
+    } else {
+      result.rejection = Rejection{RejectionReason::harness_error,
+                                   "the timing session's reference side produced no result (" +
+                                       describe_exit(*reference_result_) + ")",
+                                   {{"output", reference_result_->standard_output.text}}};
+    }
+    nlohmann::json candidate_side = {{"sandbox_error", candidate_failure}};
+    if (candidate_result) {
+      candidate_side = {{"exit", describe_exit(*candidate_result)},
+                        {"confined", candidate_result->confined},
+                        {"sandbox", candidate_result->sandbox},
+                        {"output", candidate_result->standard_output.text}};
+    }
+    result.details["candidate_side"] = candidate_side;
+    result.details["seed"] = seed;
+    if (result.rejection && !candidate_failure.empty() && result.rejection->reason == RejectionReason::harness_error)
+      result.rejection->message += "; the candidate's sandbox failed: " + candidate_failure;
+    return result;
+  }
+
+  /// How the last session's reference side ended (for diagnostics).
+  [[nodiscard]] const std::optional<ProcessResult>& last_reference_process() const noexcept { return reference_result_; }
+
+ private:
+  static std::uint64_t fresh_seed() {
+    std::random_device device;
+    return (static_cast<std::uint64_t>(device()) << 32 | device()) & ((std::uint64_t{1} << 62) - 1);
+  }
+
+  static void write_file(const std::filesystem::path& path, std::string_view content) {
+    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+    stream.write(content.data(), static_cast<std::streamsize>(content.size()));
+    if (!stream) throw std::runtime_error("HarnessProfiler: cannot write " + path.string());
+    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                           std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+  }
+
+  Environment side_environment() const {
+    Environment environment = Environment::from_current({"PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES"});
+    for (const auto& [name, value] : options_.environment.variables()) environment.set(name, value);
+    environment.set("PYTHONPATH", options_.harness_directory.string());
+    environment.set("PYTHONDONTWRITEBYTECODE", "1");
+    return environment;
+  }
+
+  HarnessProfilerOptions options_;
+  AnySandbox sandbox_;
+  std::optional<detail::TemporaryDirectory> harness_copy_;
+  std::optional<ProcessResult> reference_result_;
+};
+
+static_assert(Profiler<HarnessProfiler>);
+
+}  // namespace cuda_agent
