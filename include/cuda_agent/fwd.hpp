@@ -86,6 +86,9 @@ struct TimingBudget;
 struct HarnessProfilerOptions;
 class HarnessProfiler;
 
+// tools/profile_tool.hpp
+struct ProfileToolOptions;
+
 // reward_policies.hpp
 class MilestoneReward;
 class SpeedupReward;

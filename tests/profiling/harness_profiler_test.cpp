@@ -5,6 +5,8 @@
 
 #include <cuda_agent/harness_profiler.hpp>
 
+#include "test_support.hpp"
+
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -109,29 +111,8 @@ TEST_CASE("rejections and harness failures of a session are reported as such", "
 
 namespace {
 
-/// Runs the candidate side without confinement: the CPU fixtures are trusted test code.
-struct UnconfinedTestSandbox {
-  ca::CommandResult run(const ca::Command& command) {
-    ca::ProcessSpec spec;
-    spec.argv = command.argv;
-    spec.environment = command.environment;
-    spec.working_directory = command.working_directory;
-    spec.timeout = command.timeout;
-    spec.merge_stderr = true;
-    spec.output_limit = command.output_limit;
-    ca::CommandResult result;
-    static_cast<ca::ProcessResult&>(result) = ca::run_process(spec);
-    result.sandbox = "unconfined test double";
-    return result;
-  }
-};
-
-std::string read_text(const std::filesystem::path& path) {
-  std::ifstream stream(path);
-  std::stringstream buffer;
-  buffer << stream.rdbuf();
-  return buffer.str();
-}
+using ca::testing::fixture_task;
+using ca::testing::UnconfinedTestSandbox;
 
 ca::HarnessProfilerOptions cpu_options() {
   ca::HarnessProfilerOptions options;
@@ -153,17 +134,9 @@ ca::HarnessProfilerOptions cpu_options() {
   return options;
 }
 
-ca::Task fixture_task() {
-  ca::Task task;
-  task.name = "fixture/scale_bias_relu";
-  task.reference_source =
-      read_text(std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "tests/python/timing_fixtures/small_task.py");
-  return task;
-}
-
 ca::Candidate fixture_candidate(const std::string& name, const std::filesystem::path& build) {
   ca::Candidate candidate;
-  candidate.source_directory = std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "tests/python/timing_fixtures" / name;
+  candidate.source_directory = ca::testing::timing_fixtures() / name;
   candidate.build_directory = build;
   return candidate;
 }
