@@ -16,24 +16,18 @@ not compare contenders the way the timing session does.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import sys
 from typing import Any, Callable, Sequence
 
+try:  # a package inside the harness, or a directory on sys.path
+    from .timing_session import load_module
+except ImportError:  # pragma: no cover
+    from timing_session import load_module  # type: ignore
+
 DEFAULT_TOP = 15
 NAME_WIDTH = 72
-
-
-def load_module(path: str, name: str):
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _device_events(profiler: Any, torch: Any) -> list[tuple[str, float]]:
