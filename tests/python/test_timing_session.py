@@ -20,7 +20,7 @@ QUICK = {"time_s": 0.3, "min_rounds": 6, "floor_rounds": 4, "max_rounds": 12, "w
          "calibration_samples": 3}
 
 
-def session(candidate, *, compile_enabled=False, cache=None, check=None, **overrides):
+def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_reference=False, **overrides):
     request = {
         "device": "cpu",
         "reference_path": TASK,
@@ -41,7 +41,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, **overr
         candidate_request["compile"] = {"backend": "eager"}
     else:
         candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
-    return timing_session.run_locally(request, candidate_request, fork=True)
+    return timing_session.run_locally(request, candidate_request, fork=True, fork_reference=fork_reference)
 
 
 def assert_rejected(result, reason):
@@ -134,3 +134,17 @@ def test_the_reference_itself_as_candidate_runs_in_the_candidate_process():
     result = session("reference")
     assert result["ok"], result
     assert all(set(each["samples"]) == {"candidate", "eager"} for each in result["rounds"])
+
+
+def test_repeated_comparisons_run_in_the_same_processes_and_this_one_stays_clean():
+    sys.modules.pop("cuda_agent_reference", None)
+    result = session("reference", repetitions=3, fork_reference=True)
+    assert result["ok"], result
+    repetitions = result["repetitions"]
+    assert len(repetitions) == 3
+    assert repetitions[0]["rounds"] == result["rounds"]
+    for each in repetitions:
+        assert len(each["rounds"]) >= QUICK["floor_rounds"]
+        assert each["rounds"][-1]["checked"]
+    # Both sides ran in children: this process could still fork a CUDA-using child.
+    assert "cuda_agent_reference" not in sys.modules

@@ -854,7 +854,14 @@ class ReferenceSession:
                     each["round"] += len(rounds)
                 rounds += more
                 measurement = None
+        # Further independent comparisons in the same processes (A/A measurements).
+        repetitions = [{"rounds": rounds, "stop_reason": stop}]
+        for _ in range(int(self.request.get("repetitions", 1)) - 1):
+            more, more_stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+            repetitions.append({"rounds": more, "stop_reason": more_stop})
         channel.send({"op": "finish"})
+        if len(repetitions) > 1:
+            result["repetitions"] = repetitions
         result.update(
             {
                 "regime": regime,
@@ -907,11 +914,14 @@ def run_reference_side(request: dict) -> dict:
         }
 
 
-def run_locally(request: dict, candidate_request: dict, fork: bool | None = None) -> dict:
-    """Runs both sides on this machine: the candidate side in a child process (forked when
-    torch is already imported and CUDA not yet initialized here, else a fresh interpreter),
-    the reference side in this process. The candidate side is NOT sandboxed: for trusted
-    code, tests, benchmarks, or when this whole process already runs inside a sandbox."""
+def run_locally(request: dict, candidate_request: dict, fork: bool | None = None, fork_reference: bool = False) -> dict:
+    """Runs both sides on this machine. The candidate side runs in a child process: forked
+    when torch is already imported and CUDA not yet initialized here (as the harness's warm
+    workers do), else a fresh interpreter. The reference side runs in this process, or with
+    ``fork_reference`` in a forked child too, so that this process never initializes CUDA
+    and can run session after session. The candidate side is NOT sandboxed: for trusted
+    code, tests and benchmarks, or when this whole process already runs inside a sandbox."""
+    import shutil
     import subprocess
     import tempfile
 
@@ -921,19 +931,13 @@ def run_locally(request: dict, candidate_request: dict, fork: bool | None = None
         request = {**request, "session": owned}
     candidate_request = {**candidate_request, "session": request["session"]}
     torch_module = sys.modules.get("torch")
+    cuda_ready = torch_module is not None and torch_module.cuda.is_initialized()
     if fork is None:
-        fork = torch_module is not None and not (torch_module.cuda.is_available() and torch_module.cuda.is_initialized())
+        fork = torch_module is not None and not cuda_ready
+    children: list[tuple[int, str]] = []
     child = None
     if fork:
-        pid = os.fork()
-        if pid == 0:  # the candidate side
-            code = 1
-            try:
-                code = 0 if run_candidate_side(candidate_request).get("ok") else 1
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
+        children.append((_fork(lambda: run_candidate_side(candidate_request).get("ok")), "candidate"))
     else:
         harness_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
         environment = dict(os.environ)
@@ -945,29 +949,70 @@ def run_locally(request: dict, candidate_request: dict, fork: bool | None = None
         child.stdin.write(json.dumps(candidate_request).encode())
         child.stdin.close()
     try:
-        result = run_reference_side(request)
-    finally:
-        deadline = time.monotonic() + float(request.get("exit_timeout_s", 10.0))
-        if fork:
-            while True:
-                finished, status = os.waitpid(pid, os.WNOHANG)
-                if finished or time.monotonic() > deadline:
-                    break
-                time.sleep(0.05)
-            if not finished:
-                os.kill(pid, 9)
-                os.waitpid(pid, 0)
-        else:
+        if fork_reference:
+            descriptor, result_path = tempfile.mkstemp(prefix="cuda-agent-timing-result-", suffix=".json")
+            os.close(descriptor)
+
+            def reference_side():
+                outcome = run_reference_side(request)
+                with open(result_path, "w", encoding="utf-8") as handle:
+                    json.dump(outcome, handle)
+                return True
+
+            pid = _fork(reference_side)
+            _wait(pid, float(request.get("deadline_s", 900.0)) + 30.0)
             try:
-                child.wait(timeout=max(0.1, deadline - time.monotonic()))
+                with open(result_path, encoding="utf-8") as handle:
+                    result = json.load(handle)
+            except ValueError:
+                result = {"ok": False, "protocol": PROTOCOL_VERSION, "error": "the reference side died without a result"}
+            finally:
+                os.unlink(result_path)
+        else:
+            result = run_reference_side(request)
+    finally:
+        grace = float(request.get("exit_timeout_s", 10.0))
+        for pid, _ in children:
+            _wait(pid, grace)
+        if child is not None:
+            try:
+                child.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 child.kill()
                 child.wait()
         if owned:
-            import shutil
-
             shutil.rmtree(owned, ignore_errors=True)
     return result
+
+
+def _fork(body: Callable[[], Any]) -> int:
+    """Runs ``body`` in a forked child that exits with 0 when it returns something true."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if body() else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _wait(pid: int, timeout_s: float) -> None:
+    """Waits for a forked child, killing it after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            return
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.02)
 
 
 def main(argv: list[str] | None = None) -> int:
