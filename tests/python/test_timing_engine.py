@@ -180,3 +180,10 @@ def test_payload_files_are_read_without_following_links_or_unpickling_code(tmp_p
     torch.save({"values": [timing.Sample(1.0, 1, 1.0)]}, evil)  # an arbitrary object
     with pytest.raises(Exception):
         timing_session.load_payload(str(evil), 1 << 20, torch)
+
+
+def test_per_call_time_takes_off_the_launch_leak_and_adds_escaped_work():
+    assert timing.per_call_time(100.0, 0.0, 1, 4.0) == pytest.approx(96.0)
+    assert timing.per_call_time(1000.0, 20.0, 10, 4.0) == pytest.approx(101.6)
+    assert timing.per_call_time(6.0, 0.0, 1, 4.0) == pytest.approx(3.0)  # never below half the window
+    assert timing.per_call_time(50.0, 0.0, 0, 0.0) == pytest.approx(50.0)

@@ -72,6 +72,13 @@ class Sample:
         }
 
 
+def per_call_time(raw_us: float, escape_us: float, calls: int, launch_leak_us: float) -> float:
+    """Microseconds per call of a sample: the window less the launch leak (never more than
+    half of it), plus escaped work, over the calls."""
+    corrected = max(raw_us - launch_leak_us, raw_us / 2)
+    return (corrected + escape_us) / max(calls, 1)
+
+
 def derive_seed(seed: int, index: int) -> int:
     """The seed of the index-th input set of a sample (distinct, reproducible)."""
     return (seed + (index + 1) * _SEED_STRIDE) & _SEED_MASK
@@ -156,6 +163,7 @@ class CpuDevice:
         self._flush_buffer = torch.zeros(self.flush_bytes // 4, dtype=torch.int32)
         self.escape_floor_us = 0.0
         self.escape_tolerance_us = 0.0
+        self.launch_leak_us = 0.0
 
     def describe(self) -> dict:
         return {
@@ -184,13 +192,16 @@ class CpuDevice:
         return (end - start) / 1000.0, 0.0, result
 
     def calibrate_fence(self, repeats: int = 0) -> dict:
-        return {"floor_us": 0.0, "tolerance_us": 0.0}
+        return {"floor_us": 0.0, "tolerance_us": 0.0, "launch_leak_us": 0.0}
 
     def clock_mhz(self) -> float | None:
         return None
 
     def graph(self):
         raise CaptureFailed("CUDA graphs do not exist on the CPU")
+
+    def recover_from_capture(self) -> None:
+        pass
 
 
 def _cpu_model_name() -> str:
@@ -231,6 +242,7 @@ class _CudaRuntime:
             try:
                 self.library = ctypes.CDLL(name)
                 self.library.cudaCtxResetPersistingL2Cache.restype = ctypes.c_int
+                self.library.cudaGetLastError.restype = ctypes.c_int
                 self.library.cudaDeviceSetLimit.restype = ctypes.c_int
                 self.library.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
                 self.path = name
@@ -243,11 +255,24 @@ class _CudaRuntime:
     def available(self) -> bool:
         return self.library is not None
 
+    def _call(self, function, *arguments) -> int:
+        if not self.library:
+            return -1
+        status = function(*arguments)
+        if status:
+            # A failed runtime call is remembered per thread; clear it so that torch's
+            # next launch check does not report it as its own.
+            self.library.cudaGetLastError()
+        return status
+
     def disable_persisting_l2(self) -> int:
-        return self.library.cudaDeviceSetLimit(self.PERSISTING_L2_LIMIT, 0) if self.library else -1
+        return self._call(self.library.cudaDeviceSetLimit, self.PERSISTING_L2_LIMIT, 0) if self.library else -1
 
     def reset_persisting_l2(self) -> int:
-        return self.library.cudaCtxResetPersistingL2Cache() if self.library else -1
+        return self._call(self.library.cudaCtxResetPersistingL2Cache) if self.library else -1
+
+    def clear_error(self) -> int:
+        return self.library.cudaGetLastError() if self.library else -1
 
 
 class CudaDevice:
@@ -286,6 +311,7 @@ class CudaDevice:
             self.warnings.append(f"libcudart not reachable ({self.runtime.error}); persisting L2 lines are not reset")
         self.escape_floor_us = 0.0
         self.escape_tolerance_us = 2.0
+        self.launch_leak_us = 0.0
 
     @property
     def torch_device(self) -> str:
@@ -325,18 +351,45 @@ class CudaDevice:
         return elapsed_us, gap_us, result
 
     def calibrate_fence(self, repeats: int = 30) -> dict:
-        """The gap between the end event and the fence when nothing escapes: host wake-up
-        and enqueue latency. Gaps beyond it (plus a tolerance) are escaped work."""
-        gaps = []
+        """Two constants of this process's timing, measured with harness code only.
+
+        * The gap between the end event and the fence when nothing escapes (host wake-up
+          and enqueue latency): gaps beyond it, plus a tolerance, are escaped work.
+        * The launch leak: a sample starts on an idle device (so that no work of the
+          contender can run before the start event), and the host's enqueue latency of
+          the first launch then falls inside the window. It is the difference between a
+          trivial kernel timed from idle and the same kernel queued behind work, and is
+          taken off every sample (the reference side applies its own value to all sides).
+        """
+        gaps, idle, queued = [], [], []
+        start, end, _ = self._events
+        sleep = self.torch.cuda._sleep
         for _ in range(repeats):
             self.flush()
             self.synchronize()
             gaps.append(self.time_region(lambda: None)[1])
+            self.synchronize()
+            start.record()
+            sleep(0)
+            end.record()
+            end.synchronize()
+            idle.append(start.elapsed_time(end) * 1000.0)
+            sleep(self.PROBE_LONG_CYCLES)  # keeps the device busy while the host enqueues
+            start.record()
+            sleep(0)
+            end.record()
+            end.synchronize()
+            queued.append(start.elapsed_time(end) * 1000.0)
         floor = statistics.median(gaps)
         spread = statistics.median(abs(gap - floor) for gap in gaps)
         self.escape_floor_us = floor
         self.escape_tolerance_us = max(2.0, 5.0 * spread)
-        return {"floor_us": floor, "tolerance_us": self.escape_tolerance_us}
+        self.launch_leak_us = max(0.0, statistics.median(idle) - statistics.median(queued))
+        return {
+            "floor_us": floor,
+            "tolerance_us": self.escape_tolerance_us,
+            "launch_leak_us": self.launch_leak_us,
+        }
 
     def clock_mhz(self) -> float | None:
         e0, e1, e2 = self._probe_events
@@ -354,6 +407,14 @@ class CudaDevice:
 
     def graph(self):
         return self.torch.cuda.CUDAGraph()
+
+    def recover_from_capture(self) -> None:
+        """After a failed capture: wait for the device and forget the capture's error."""
+        try:
+            self.torch.cuda.synchronize()
+        except Exception:  # the invalidated capture's error surfaces here once
+            pass
+        self.runtime.clear_error()
 
 
 def make_device(torch: Any, kind: str, index: int = 0, flush_bytes: int | None = None):
@@ -497,6 +558,7 @@ class ContenderTimer:
             self.device.synchronize()
         except Exception as error:  # whatever the capture tripped over
             self.regime, self.calls = PER_CALL, 1
+            self.device.recover_from_capture()
             raise CaptureFailed(f"{self.name}: {type(error).__name__}: {error}") from error
         self._graph, self._static_inputs, self._static_outputs = graph, sets, outputs
 
@@ -535,8 +597,12 @@ class ContenderTimer:
             elapsed_us, gap_us, result = device.time_region(body)
         escape_us = max(0.0, gap_us - device.escape_floor_us - device.escape_tolerance_us)
         self.last_outputs = self._static_outputs if self.regime == CUDA_GRAPH else result
-        total_us = elapsed_us + escape_us
-        return Sample(time_us=total_us / self.calls, calls=self.calls, raw_us=elapsed_us, escape_us=escape_us)
+        return Sample(
+            time_us=per_call_time(elapsed_us, escape_us, self.calls, device.launch_leak_us),
+            calls=self.calls,
+            raw_us=elapsed_us,
+            escape_us=escape_us,
+        )
 
 
 # ---------------------------------------------------------------------------------------

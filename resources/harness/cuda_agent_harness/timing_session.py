@@ -401,19 +401,19 @@ def run_candidate_side(request: dict) -> dict:
                 return {"ok": True}
             try:
                 if op == "prepare":
+                    fence = device.calibrate_fence()  # harness code only, before the candidate is imported
                     sys.modules.pop("model", None)
                     reference = load_module(request["reference_path"], "model")
                     function = _candidate_function(request, reference, torch, device, int(message["init_seed"]))
                     make_inputs = timing.InputFactory(reference.get_inputs, device)
                     contender = timing.ContenderTimer("candidate", function, device, make_inputs)
-                    device.calibrate_fence()
                     seed = int(message["seed"])
                     contender.warm_up(seed, min_seconds=float(message.get("warmup_s", 0.05)))
                     per_call = contender.calibrate(seed, int(message.get("calibration_samples", 5)))
                     size = contender.bytes_per_call(seed)
                     trusted_code = request.get("candidate_kind", "model_new") != "model_new"
                     watch.settle(python_threads=trusted_code)
-                    reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size}
+                    reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size, "fence": fence}
                 elif op == "configure":
                     try:
                         contender.configure(message["regime"], int(message["calls"]), int(message["seed"]))
@@ -458,13 +458,16 @@ def run_candidate_side(request: dict) -> dict:
 
 
 class RemoteContender:
-    """The candidate side, seen from the reference side, with the ContenderTimer surface."""
+    """The candidate side, seen from the reference side, with the ContenderTimer surface.
+    Its per-call times are recomputed here from the raw window, with this side's launch
+    leak, so that every contender gets the same correction."""
 
     name = "candidate"
 
-    def __init__(self, channel: Channel, timeout_s: float):
+    def __init__(self, channel: Channel, timeout_s: float, launch_leak_us: float):
         self.channel = channel
         self.timeout_s = timeout_s
+        self.launch_leak_us = launch_leak_us
 
     def request(self, message: dict, expected: tuple[str, ...], timeout_s: float | None = None) -> dict:
         self.channel.send(message)
@@ -491,9 +494,15 @@ class RemoteContender:
             calls = int(reply["calls"])
         except (KeyError, TypeError, ValueError):
             raise SessionError("harness_error", "the candidate side's sample is malformed")
-        if not all(math.isfinite(value) and value >= 0 for value in values) or values[0] <= 0:
-            raise SessionError("harness_error", f"the candidate side reported an impossible time: {values}")
-        return timing.Sample(time_us=values[0], calls=calls, raw_us=values[1], escape_us=values[2])
+        if not all(math.isfinite(value) and value >= 0 for value in values) or values[1] <= 0 or calls < 1:
+            raise SessionError("harness_error", f"the candidate side reported an impossible sample: {reply}")
+        raw_us, escape_us = values[1], values[2]
+        return timing.Sample(
+            time_us=timing.per_call_time(raw_us, escape_us, calls, self.launch_leak_us),
+            calls=calls,
+            raw_us=raw_us,
+            escape_us=escape_us,
+        )
 
 
 class ReferenceSession:
@@ -805,7 +814,9 @@ class ReferenceSession:
                            cache_status: dict) -> dict:
         """Prepares the candidate side, agrees on a regime, and runs the interleaved rounds."""
         result = self.result
-        remote = RemoteContender(channel, float(self.request.get("reply_timeout_s", 120.0)))
+        remote = RemoteContender(
+            channel, float(self.request.get("reply_timeout_s", 120.0)), self.device.launch_leak_us
+        )
         try:
             hello = channel.receive(30.0)
         except (TimeoutError, EOFError, ValueError) as error:
@@ -817,6 +828,7 @@ class ReferenceSession:
              "warmup_s": self.budget["warmup_s"], "calibration_samples": self.budget["calibration_samples"]},
             ("prepared",), timeout_s=float(self.request.get("prepare_timeout_s", 600.0)),
         )
+        result["candidate_fence"] = prepared.get("fence")
         try:
             calibration["candidate"] = float(prepared["per_call_us"])
         except (KeyError, TypeError, ValueError):
