@@ -300,6 +300,8 @@ class IntegrityWatch:
     def __init__(self, torch):
         import time as time_module
 
+        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed when first imported)
+
         self.torch = torch
         self.targets = [
             (torch.cuda, "synchronize"),
