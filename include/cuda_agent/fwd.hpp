@@ -47,6 +47,15 @@ struct CommandResult;
 class SandboxError;
 class AnySandbox;
 
+// sandbox_options.hpp, process_sandbox.hpp, bubblewrap_sandbox.hpp, cuda_probe.hpp
+struct Mount;
+struct SandboxOptions;
+struct SandboxIdentity;
+class ProcessSandbox;
+class BubblewrapSandbox;
+struct CudaDevice;
+struct CudaProbe;
+
 // task.hpp
 enum class TaskOrigin;
 struct Task;
@@ -95,5 +104,23 @@ class SpeedupReward;
 
 // evaluator.hpp
 class AnyEvaluator;
+
+// task_loader.hpp
+class TaskLoadError;
+struct ConstructorParameter;
+struct ReferenceModule;
+
+// candidate_files.hpp
+struct CandidateSources;
+
+// library_policy.hpp
+struct LibraryPolicy;
+
+// compile_driver.hpp
+class CompileDriverError;
+struct CompileOptions;
+struct Toolchain;
+struct SandboxRequirements;
+// CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
 
 }  // namespace cuda_agent
