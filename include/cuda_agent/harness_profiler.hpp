@@ -7,19 +7,23 @@
 /// timing_session) and turns the session's samples into statistics and verdicts
 /// (timing_statistics.hpp).
 ///
-/// A session has two processes: the reference side, trusted and unconfined, which never
-/// imports the candidate and runs the comparison; and the candidate side, run through the
-/// host's `Sandbox`, which holds ModelNew and answers the reference side over a Unix
-/// socket in a session directory. They take turns on the GPU in interleaved rounds (see
+/// A session has two processes: the reference side, trusted, which never imports the
+/// candidate and runs the comparison; and the candidate side, confined, which holds
+/// ModelNew and answers the reference side over a Unix socket in a session directory.
+/// A `TimingLauncher` starts them: fresh interpreters (`ProcessTimingLauncher`, the
+/// candidate through the host's `Sandbox`) or warm harness workers. They take turns on the GPU in interleaved rounds (see
 /// timing_session.py for the protocol and what each side checks). The sandbox must make
 /// the Python environment, the harness directory, the candidate's source and build
 /// directories and the session directory visible to the candidate, and expose the GPU.
 
 #include <chrono>       // seconds, milliseconds
 #include <cmath>        // isfinite
+#include <concepts>     // same_as
 #include <cstdint>      // uint64_t
 #include <cstdlib>      // getenv
 #include <filesystem>   // path
+#include <functional>   // function
+#include <memory>       // shared_ptr, make_shared
 #include <fstream>      // ifstream, ofstream
 #include <optional>     // optional
 #include <random>       // random_device
@@ -87,6 +91,9 @@ struct HarnessProfilerOptions {
   double check_probability = 0.2;
   double atol = 1e-2;
   double rtol = 1e-2;
+  /// aten operators allowed inside ModelNew.forward beyond the contract's creation, copy
+  /// and metadata operations (the forward guard applies while the candidate is timed).
+  std::vector<std::string> extra_allowed_operations;
   /// What the candidate side times: "model_new" (the candidate), or for A/A measurements
   /// "reference" (the reference model) or "compile" (its torch.compile form).
   std::string candidate_kind = "model_new";
@@ -214,23 +221,163 @@ inline Rejection rejection_from(const nlohmann::json& session) {
   return result;
 }
 
+/// What the two sides of one timing session left behind.
+struct TimingSessionOutcome {
+  /// The reference side's result (what `timing_session.py reference` prints); null when
+  /// it produced none.
+  nlohmann::json reference_result;
+  /// How the reference side failed, when it produced no result.
+  std::string reference_failure;
+  /// How the candidate side ended, for diagnostics (exit, sandbox, output tail).
+  nlohmann::json candidate_side = nlohmann::json::object();
+};
+
+/// Starts the two sides of a timing session and waits for both.
+///
+/// Required expression, for `L& launcher`, `const nlohmann::json& reference_request`,
+/// `const nlohmann::json& candidate_request` and `std::chrono::seconds timeout`:
+///   - `launcher.launch(reference_request, candidate_request, timeout)` returns a
+///     `TimingSessionOutcome`. The reference side runs trusted (it never imports the
+///     candidate), the candidate side confined; both run the `cuda_agent_harness`
+///     timing handlers with the given requests. Once the candidate side has ended, the
+///     launcher creates the file named by `reference_request["candidate_gone_marker"]`, so
+///     that a reference side still waiting for it gives up at once.
+///
+/// `ProcessTimingLauncher` starts fresh interpreters; a host with warm harness workers
+/// launches through them instead (a child forked per request starts in a fraction of the
+/// time an interpreter needs to import torch).
+template <class L>
+concept TimingLauncher = requires(L& launcher, const nlohmann::json& reference_request,
+                                  const nlohmann::json& candidate_request, std::chrono::seconds timeout) {
+  { launcher.launch(reference_request, candidate_request, timeout) } -> std::same_as<TimingSessionOutcome>;
+};
+
+/// Launches each side as a fresh Python process: the reference side directly (trusted,
+/// unconfined), the candidate side through the host's `Sandbox`.
+class ProcessTimingLauncher {
+ public:
+  ProcessTimingLauncher(std::filesystem::path python, std::filesystem::path harness_directory, AnySandbox sandbox,
+                        Environment environment = {})
+      : python_(std::move(python)),
+        harness_directory_(std::move(harness_directory)),
+        sandbox_(std::move(sandbox)),
+        environment_(std::move(environment)) {}
+
+  [[nodiscard]] TimingSessionOutcome launch(const nlohmann::json& reference_request,
+                                            const nlohmann::json& candidate_request, std::chrono::seconds timeout) {
+    const std::filesystem::path trusted = reference_request.at("result_path").get<std::string>();
+    const std::filesystem::path reference_file = trusted.parent_path() / "reference-request.json";
+    const std::filesystem::path session = candidate_request.at("session").get<std::string>();
+    const std::filesystem::path candidate_file = session / "candidate-request.json";
+    write_text(reference_file, reference_request.dump());
+    write_text(candidate_file, candidate_request.dump());
+
+    Command candidate_command;
+    candidate_command.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "candidate", "--request",
+                              candidate_file.string()};
+    candidate_command.environment = side_environment();
+    candidate_command.working_directory = session;
+    candidate_command.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+    candidate_command.output_limit = 16 * 1024;
+    TimingSessionOutcome outcome;
+    std::optional<CommandResult> candidate_result;
+    std::string sandbox_failure;
+    const std::filesystem::path gone = reference_request.value("candidate_gone_marker", std::string());
+    std::optional<ProcessResult> reference_result;
+    {
+      std::jthread candidate_side([&] {
+        try {
+          candidate_result = sandbox_.run(candidate_command);
+        } catch (const std::exception& error) {
+          sandbox_failure = error.what();
+        }
+        if (!gone.empty()) std::ofstream{gone};
+      });
+      ProcessSpec reference;
+      reference.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "reference", "--request",
+                        reference_file.string()};
+      Environment environment = side_environment();
+      for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
+        if (const char* value = std::getenv(name); value && !environment.get(name)) environment.set(name, value);
+      reference.environment = std::move(environment);
+      reference.working_directory = trusted.parent_path();
+      reference.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+      reference.merge_stderr = true;
+      reference.output_limit = 64 * 1024;
+      reference_result = run_process(reference);
+    }  // joins the candidate side
+    std::ifstream stream(trusted);
+    if (stream) outcome.reference_result = nlohmann::json::parse(stream, nullptr, false);
+    if (!outcome.reference_result.is_object()) {
+      outcome.reference_result = nullptr;
+      outcome.reference_failure = "the reference side produced no result (" + describe_exit(*reference_result) +
+                                  "): " + reference_result->standard_output.text;
+    }
+    if (candidate_result)
+      outcome.candidate_side = {{"exit", describe_exit(*candidate_result)},
+                                {"confined", candidate_result->confined},
+                                {"sandbox", candidate_result->sandbox},
+                                {"output", candidate_result->standard_output.text}};
+    else
+      outcome.candidate_side = {{"sandbox_error", sandbox_failure}};
+    return outcome;
+  }
+
+ private:
+  static void write_text(const std::filesystem::path& path, std::string_view content) {
+    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+    stream.write(content.data(), static_cast<std::streamsize>(content.size()));
+    if (!stream) throw std::runtime_error("ProcessTimingLauncher: cannot write " + path.string());
+  }
+
+  Environment side_environment() const {
+    Environment environment = Environment::from_current({"PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES"});
+    for (const auto& [name, value] : environment_.variables()) environment.set(name, value);
+    environment.set("PYTHONPATH", harness_directory_.string());
+    environment.set("PYTHONDONTWRITEBYTECODE", "1");
+    return environment;
+  }
+
+  std::filesystem::path python_;
+  std::filesystem::path harness_directory_;
+  AnySandbox sandbox_;
+  Environment environment_;
+};
+
+static_assert(TimingLauncher<ProcessTimingLauncher>);
+
 /// Times candidates against eager and torch.compile through the Python harness.
 class HarnessProfiler {
  public:
-  HarnessProfiler(HarnessProfilerOptions options, AnySandbox candidate_sandbox)
-      : options_(std::move(options)), sandbox_(std::move(candidate_sandbox)) {
+  /// Launches through `launcher` (any `TimingLauncher`).
+  template <TimingLauncher L>
+  HarnessProfiler(HarnessProfilerOptions options, L launcher)
+      : options_(std::move(options)),
+        launch_([shared = std::make_shared<L>(std::move(launcher))](
+                    const nlohmann::json& reference, const nlohmann::json& candidate, std::chrono::seconds timeout) {
+          return shared->launch(reference, candidate, timeout);
+        }) {}
+
+  /// Launches fresh interpreters: the reference side directly, the candidate side through
+  /// `candidate_sandbox`. The harness is written out from the embedded copy when
+  /// `options.harness_directory` is empty.
+  HarnessProfiler(HarnessProfilerOptions options, AnySandbox candidate_sandbox) : options_(std::move(options)) {
     if (options_.python.empty())
       throw std::invalid_argument("HarnessProfiler: no Python interpreter configured (options.python)");
     if (options_.harness_directory.empty()) {
-      harness_copy_.emplace("cuda-agent-harness-");
+      harness_copy_ = std::make_shared<detail::TemporaryDirectory>("cuda-agent-harness-");
       write_embedded_resources("harness/", harness_copy_->path());
       options_.harness_directory = harness_copy_->path();
     }
+    auto launcher = std::make_shared<ProcessTimingLauncher>(options_.python, options_.harness_directory,
+                                                            std::move(candidate_sandbox), options_.environment);
+    launch_ = [launcher](const nlohmann::json& reference, const nlohmann::json& candidate,
+                         std::chrono::seconds timeout) { return launcher->launch(reference, candidate, timeout); };
   }
 
   [[nodiscard]] const HarnessProfilerOptions& options() const noexcept { return options_; }
 
-  /// The session's requests, for inspection and tests: what each side is told.
+  /// What the reference side is told (paths filled in by `profile`).
   [[nodiscard]] nlohmann::json reference_request(const Task& task, const std::filesystem::path& reference_path,
                                                  const std::filesystem::path& session,
                                                  const std::filesystem::path& result_path, std::uint64_t seed) const {
@@ -263,6 +410,21 @@ class HarnessProfiler {
     return request;
   }
 
+  /// What the candidate side is told.
+  [[nodiscard]] nlohmann::json candidate_request(const Candidate& candidate, const std::filesystem::path& reference_path,
+                                                 const std::filesystem::path& session) const {
+    return {{"device", options_.device},
+            {"device_index", options_.device_index},
+            {"reference_path", reference_path.string()},
+            {"candidate_directory", candidate.source_directory.string()},
+            {"build_directory", candidate.build_directory.string()},
+            {"candidate_kind", options_.candidate_kind},
+            {"compile", {{"mode", options_.compile_mode}, {"backend", options_.compile_backend}}},
+            {"policy", {{"extra_allowed_operations", options_.extra_allowed_operations}}},
+            {"session", session.string()},
+            {"connect_timeout_s", static_cast<double>(options_.timeout.count())}};
+  }
+
   [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate) {
     const std::uint64_t seed = options_.seed ? *options_.seed : fresh_seed();
     // The reference side's files live where the candidate cannot reach them.
@@ -276,89 +438,24 @@ class HarnessProfiler {
 
     const std::filesystem::path reference_path = trusted.path() / "reference.py";
     const std::filesystem::path candidate_reference = session.path() / "reference.py";
-    write_file(reference_path, task.reference_source);
-    write_file(candidate_reference, task.reference_source);
-    const std::filesystem::path result_path = trusted.path() / "result.json";
-    const std::filesystem::path candidate_gone = trusted.path() / "candidate-gone";
-    const std::filesystem::path reference_request_path = trusted.path() / "request.json";
-    nlohmann::json request = reference_request(task, reference_path, session.path(), result_path, seed);
-    request["candidate_gone_marker"] = candidate_gone.string();
-    write_file(reference_request_path, request.dump());
-
-    nlohmann::json candidate_request = {
-        {"device", options_.device},
-        {"device_index", options_.device_index},
-        {"reference_path", candidate_reference.string()},
-        {"candidate_directory", candidate.source_directory.string()},
-        {"build_directory", candidate.build_directory.string()},
-        {"candidate_kind", options_.candidate_kind},
-        {"compile", {{"mode", options_.compile_mode}, {"backend", options_.compile_backend}}},
-        {"session", session.path().string()},
-        {"connect_timeout_s", static_cast<double>(options_.timeout.count())},
-    };
-    const std::filesystem::path candidate_request_path = session.path() / "request.json";
-    write_file(candidate_request_path, candidate_request.dump());
-
-    Command candidate_command;
-    candidate_command.argv = {options_.python.string(), "-m", "cuda_agent_harness.timing_session", "candidate",
-                              "--request", candidate_request_path.string()};
-    candidate_command.environment = side_environment();
-    candidate_command.working_directory = session.path();
-    candidate_command.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout);
-    candidate_command.output_limit = 16 * 1024;
-    std::optional<CommandResult> candidate_result;
-    std::string candidate_failure;
-    {
-      std::jthread candidate_side([&] {
-        try {
-          candidate_result = sandbox_.run(candidate_command);
-        } catch (const std::exception& error) {
-          candidate_failure = error.what();
-        }
-        std::ofstream{candidate_gone};  // lets a reference side still waiting for it give up
-      });
-      ProcessSpec reference;
-      reference.argv = {options_.python.string(), "-m", "cuda_agent_harness.timing_session", "reference",
-                        "--request", reference_request_path.string()};
-      Environment environment = side_environment();
-      for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
-        if (const char* value = std::getenv(name); value && !environment.get(name)) environment.set(name, value);
-      reference.environment = std::move(environment);
-      reference.working_directory = trusted.path();
-      reference.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(options_.timeout);
-      reference.merge_stderr = true;
-      reference.output_limit = 64 * 1024;
-      reference_result_ = run_process(reference);
-    }  // joins the candidate side
+    write_readable(reference_path, task.reference_source);
+    write_readable(candidate_reference, task.reference_source);
+    nlohmann::json reference =
+        reference_request(task, reference_path, session.path(), trusted.path() / "result.json", seed);
+    reference["candidate_gone_marker"] = (trusted.path() / "candidate-gone").string();
+    const TimingSessionOutcome outcome =
+        launch_(reference, candidate_request(candidate, candidate_reference, session.path()), options_.timeout);
 
     ProfileResult result;
-    nlohmann::json session_result;
-    std::ifstream stream(result_path);
-    if (stream) session_result = nlohmann::json::parse(stream, nullptr, false);
-    if (session_result.is_object()) {
-      result = profile_result_from_session(session_result, options_.statistics, options_.budget.floor_rounds);
-    } else {
+    if (outcome.reference_result.is_object())
+      result = profile_result_from_session(outcome.reference_result, options_.statistics, options_.budget.floor_rounds);
+    else
       result.rejection = Rejection{RejectionReason::harness_error,
-                                   "the timing session's reference side produced no result (" +
-                                       describe_exit(*reference_result_) + ")",
-                                   {{"output", reference_result_->standard_output.text}}};
-    }
-    nlohmann::json candidate_side = {{"sandbox_error", candidate_failure}};
-    if (candidate_result) {
-      candidate_side = {{"exit", describe_exit(*candidate_result)},
-                        {"confined", candidate_result->confined},
-                        {"sandbox", candidate_result->sandbox},
-                        {"output", candidate_result->standard_output.text}};
-    }
-    result.details["candidate_side"] = candidate_side;
+                                   "the timing session failed: " + outcome.reference_failure, {}};
+    result.details["candidate_side"] = outcome.candidate_side;
     result.details["seed"] = seed;
-    if (result.rejection && !candidate_failure.empty() && result.rejection->reason == RejectionReason::harness_error)
-      result.rejection->message += "; the candidate's sandbox failed: " + candidate_failure;
     return result;
   }
-
-  /// How the last session's reference side ended (for diagnostics).
-  [[nodiscard]] const std::optional<ProcessResult>& last_reference_process() const noexcept { return reference_result_; }
 
  private:
   static std::uint64_t fresh_seed() {
@@ -366,26 +463,18 @@ class HarnessProfiler {
     return (static_cast<std::uint64_t>(device()) << 32 | device()) & ((std::uint64_t{1} << 62) - 1);
   }
 
-  static void write_file(const std::filesystem::path& path, std::string_view content) {
+  static void write_readable(const std::filesystem::path& path, std::string_view content) {
     std::ofstream stream(path, std::ios::binary | std::ios::trunc);
     stream.write(content.data(), static_cast<std::streamsize>(content.size()));
     if (!stream) throw std::runtime_error("HarnessProfiler: cannot write " + path.string());
+    stream.close();
     std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
                                            std::filesystem::perms::group_read | std::filesystem::perms::others_read);
   }
 
-  Environment side_environment() const {
-    Environment environment = Environment::from_current({"PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES"});
-    for (const auto& [name, value] : options_.environment.variables()) environment.set(name, value);
-    environment.set("PYTHONPATH", options_.harness_directory.string());
-    environment.set("PYTHONDONTWRITEBYTECODE", "1");
-    return environment;
-  }
-
   HarnessProfilerOptions options_;
-  AnySandbox sandbox_;
-  std::optional<detail::TemporaryDirectory> harness_copy_;
-  std::optional<ProcessResult> reference_result_;
+  std::shared_ptr<detail::TemporaryDirectory> harness_copy_;
+  std::function<TimingSessionOutcome(const nlohmann::json&, const nlohmann::json&, std::chrono::seconds)> launch_;
 };
 
 static_assert(Profiler<HarnessProfiler>);

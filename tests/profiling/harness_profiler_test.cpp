@@ -129,6 +129,8 @@ ca::HarnessProfilerOptions cpu_options() {
   options.short_kernel_us = 0;
   options.check_probability = 1.0;
   options.environment.set("OMP_NUM_THREADS", "1");
+  // The CPU fixtures compute with torch operators, which the forward guard refuses unless allowed.
+  options.extra_allowed_operations = {"mul", "add", "relu", "clamp_min"};
   options.timeout = std::chrono::seconds(240);
   options.seed = 99;
   return options;
@@ -197,4 +199,69 @@ TEST_CASE("a candidate side that cannot start ends the session early with a reas
   CHECK(result.rejection->reason == ca::RejectionReason::load_error);
   CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("no_such_kind"));
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(120));
+}
+
+namespace {
+
+/// Records what the profiler asks for and answers with a canned session.
+struct RecordingLauncher {
+  std::shared_ptr<std::vector<nlohmann::json>> requests = std::make_shared<std::vector<nlohmann::json>>();
+  nlohmann::json answer;
+  ca::TimingSessionOutcome launch(const nlohmann::json& reference, const nlohmann::json& candidate,
+                                  std::chrono::seconds) {
+    requests->push_back(reference);
+    requests->push_back(candidate);
+    ca::TimingSessionOutcome outcome;
+    outcome.reference_result = answer;
+    if (answer.is_null()) outcome.reference_failure = "exit code 1: Traceback ...";
+    outcome.candidate_side = {{"exit", "exit code 0"}};
+    return outcome;
+  }
+};
+static_assert(ca::TimingLauncher<RecordingLauncher>);
+
+}  // namespace
+
+TEST_CASE("the profiler tells each side what it needs, and nothing more", "[profiling]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  RecordingLauncher launcher;
+  launcher.answer = session(12, 1000, 800, 900);
+  auto requests = launcher.requests;
+  ca::HarnessProfilerOptions options;
+  options.baseline_cache_directory = "/var/cache/cuda-agent/baselines";
+  options.extra_allowed_operations = {"mm"};
+  options.seed = 7;
+  ca::HarnessProfiler profiler(options, std::move(launcher));
+  ca::Candidate candidate;
+  candidate.source_directory = "/work/candidate";
+  candidate.build_directory = build.path();
+  const ca::ProfileResult result = profiler.profile(ca::testing::fixture_task(), candidate);
+  REQUIRE(requests->size() == 2);
+  const nlohmann::json& reference = (*requests)[0];
+  const nlohmann::json& candidate_side = (*requests)[1];
+  CHECK(reference["task_hash"] == ca::testing::fixture_task().content_hash());
+  CHECK(reference["seed"] == 7);
+  CHECK(reference["baseline_cache"]["directory"] == "/var/cache/cuda-agent/baselines");
+  CHECK(reference["budget"]["min_rounds"] == 10);
+  CHECK(reference.contains("candidate_gone_marker"));
+  // The candidate side learns neither the seed nor where the cache is.
+  CHECK_FALSE(candidate_side.contains("seed"));
+  CHECK_FALSE(candidate_side.contains("baseline_cache"));
+  CHECK(candidate_side["policy"]["extra_allowed_operations"] == nlohmann::json::array({"mm"}));
+  CHECK(candidate_side["candidate_directory"] == "/work/candidate");
+  // Both sides share the session directory, inside the build directory; the reference
+  // side reads its own copy of the reference from elsewhere.
+  CHECK(reference["session"] == candidate_side["session"]);
+  CHECK(reference["session"].get<std::string>().rfind(build.path().string(), 0) == 0);
+  CHECK(reference["reference_path"] != candidate_side["reference_path"]);
+  REQUIRE(result.versus_eager);
+  CHECK(result.versus_eager->speedup == Approx(1.25).epsilon(0.01));
+  CHECK(result.details["candidate_side"]["exit"] == "exit code 0");
+
+  RecordingLauncher failing;
+  ca::HarnessProfiler broken(options, std::move(failing));
+  const ca::ProfileResult failure = broken.profile(ca::testing::fixture_task(), candidate);
+  REQUIRE(failure.rejection);
+  CHECK(failure.rejection->reason == ca::RejectionReason::harness_error);
+  CHECK_THAT(failure.rejection->message, Catch::Matchers::Contains("Traceback"));
 }

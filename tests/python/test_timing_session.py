@@ -15,6 +15,9 @@ from cuda_agent_harness import timing, timing_session  # noqa: E402
 
 torch.set_num_threads(1)
 FIXTURES = os.path.join(HERE, "timing_fixtures")
+# The CPU fixtures compute with these torch operators, which the forward guard lets through
+# only because the policy says so (real candidates call their extension instead).
+POLICY = {"extra_allowed_operations": ["mul", "add", "relu", "clamp_min"]}
 TASK = os.path.join(FIXTURES, "small_task.py")
 QUICK = {"time_s": 0.3, "min_rounds": 6, "floor_rounds": 4, "max_rounds": 12, "warmup_s": 0.0,
          "calibration_samples": 3}
@@ -35,7 +38,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_re
     }
     if cache:
         request["baseline_cache"] = {"directory": str(cache)}
-    candidate_request = {"device": "cpu", "reference_path": TASK}
+    candidate_request = {"device": "cpu", "reference_path": TASK, "policy": POLICY}
     if candidate in ("reference", "compile"):
         candidate_request["candidate_kind"] = candidate
         candidate_request["compile"] = {"backend": "eager"}
@@ -114,6 +117,11 @@ def test_a_candidate_that_leaves_a_thread_running_is_rejected():
 def test_a_candidate_that_replaces_the_timer_is_rejected():
     message = assert_rejected(session("timer_patcher"), "global_state_modified")
     assert "perf_counter_ns" in message
+
+
+def test_a_candidate_that_falls_back_to_torch_once_timed_is_rejected():
+    message = assert_rejected(session("torch_fallback"), "forbidden_operation")
+    assert "maximum" in message
 
 
 def test_a_candidate_that_cannot_be_imported_reports_why():

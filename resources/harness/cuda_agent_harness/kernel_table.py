@@ -21,10 +21,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-try:  # a package inside the harness, or a directory on sys.path
-    from .timing_session import load_module
-except ImportError:  # pragma: no cover
-    from timing_session import load_module  # type: ignore
+from .registry import handler
+from .timing_session import load_module
 
 DEFAULT_TOP = 15
 NAME_WIDTH = 72
@@ -153,7 +151,7 @@ def build_targets(arguments: argparse.Namespace, torch: Any) -> tuple[list, dict
     return inputs, targets
 
 
-def main(argv: list[str] | None = None) -> int:
+def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reference", default="model.py", help="the task's reference (default: model.py)")
     parser.add_argument("--candidate-dir", default=".", help="where model_new.py is (default: .)")
@@ -165,8 +163,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--top", type=int, default=DEFAULT_TOP)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
-    arguments = parser.parse_args(argv)
+    return parser
 
+
+def kernel_report(arguments: argparse.Namespace) -> tuple[dict, str, int]:
+    """(report by model, the tables as text, status: 0 fine, 1 a model failed, 2 nothing ran)."""
     import torch
 
     if arguments.device is None:
@@ -174,8 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         inputs, targets = build_targets(arguments, torch)
     except Exception as error:
-        print(f"error: could not set up the models to profile: {type(error).__name__}: {error}", file=sys.stderr)
-        return 2
+        return {}, f"error: could not set up the models to profile: {type(error).__name__}: {error}", 2
     report = {}
     status = 0
     for title, function in targets.items():
@@ -185,14 +185,32 @@ def main(argv: list[str] | None = None) -> int:
         except Exception as error:
             report[title] = {"error": f"{type(error).__name__}: {error}"}
             status = 1
-    if arguments.json:
+    blocks = [
+        f"{title}: failed: {summary['error']}" if "error" in summary else format_table(title, summary)
+        for title, summary in report.items()
+    ]
+    return report, "\n\n".join(blocks), status
+
+
+@handler("kernel_table")
+def kernel_table(args: dict, context) -> dict:
+    """Args: the command-line options by name (reference, candidate_dir, build_dir, target,
+    compile, iterations, top, seed). Returns {"report", "text", "status"}."""
+    arguments = parser().parse_args([])
+    for name, value in args.items():
+        setattr(arguments, name, value)
+    arguments.device = args.get("device", context.device)
+    report, text, status = kernel_report(arguments)
+    return {"report": report, "text": text, "status": status}
+
+
+def main(argv: list[str] | None = None) -> int:
+    arguments = parser().parse_args(argv)
+    report, text, status = kernel_report(arguments)
+    if arguments.json and report:
         print(json.dumps(report, indent=1))
     else:
-        blocks = [
-            f"{title}: failed: {summary['error']}" if "error" in summary else format_table(title, summary)
-            for title, summary in report.items()
-        ]
-        print("\n\n".join(blocks))
+        print(text, file=sys.stderr if status == 2 else sys.stdout)
     return status
 
 

@@ -417,6 +417,24 @@ class CudaDevice:
         self.runtime.clear_error()
 
 
+def warm_graph_machinery(torch: Any, device: Any) -> None:
+    """Captures and replays a trivial CUDA graph, so that whatever the driver and torch
+    start on first use of graphs exists before a baseline of threads is taken."""
+    if device.kind != "cuda":
+        return
+    static = torch.zeros(16, device=device.torch_device)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        static.add_(1)
+    torch.cuda.current_stream().wait_stream(side)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        static.add_(1)
+    graph.replay()
+    torch.cuda.synchronize()
+
+
 def make_device(torch: Any, kind: str, index: int = 0, flush_bytes: int | None = None):
     if kind == "cpu":
         return CpuDevice(torch, flush_bytes)

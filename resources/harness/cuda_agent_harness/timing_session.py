@@ -50,11 +50,8 @@ import time
 import traceback
 from typing import Any, Callable
 
-try:  # a package inside the harness, or a directory on sys.path
-    from . import baseline_cache, timing
-except ImportError:  # pragma: no cover
-    import baseline_cache  # type: ignore
-    import timing  # type: ignore
+from . import baseline_cache, timing
+from .registry import handler
 
 PROTOCOL_VERSION = 1
 RESULT_MARKER = "CUDA_AGENT_TIMING_RESULT "
@@ -293,68 +290,85 @@ def load_payload(path: str, limit_bytes: int, torch) -> dict:
 # The candidate side
 
 
-class IntegrityWatch:
-    """Notices, in the candidate's process, the crude ways of cheating a timer: replacing
-    the functions the harness times and synchronizes with, and starting threads."""
+class CandidateViolation(Exception):
+    """The candidate broke the contract while being timed (a rejection reason and a message)."""
 
-    def __init__(self, torch):
-        import time as time_module
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
 
-        import torch._dynamo  # noqa: F401  (it wraps torch.manual_seed when first imported)
 
-        self.torch = torch
-        self.targets = [
-            (torch.cuda, "synchronize"),
-            (torch.cuda, "Event"),
-            (torch.cuda.Event, "record"),
-            (torch.cuda.Event, "elapsed_time"),
-            (torch.cuda.Event, "synchronize"),
-            (torch.cuda, "graph"),
-            (torch.cuda.CUDAGraph, "replay"),
-            (torch, "save"),
-            (torch, "no_grad"),
-            (torch, "manual_seed"),
-            (torch.Tensor, "copy_"),
-            (torch.Tensor, "reshape"),
-            (torch.Tensor, "cpu"),
-            (torch.Tensor, "zero_"),
-            (time_module, "perf_counter_ns"),
-            (timing.ContenderTimer, "sample"),
-            (timing.CudaDevice, "time_region"),
-            (timing.CpuDevice, "time_region"),
-        ]
-        self.originals = [getattr(owner, name) for owner, name in self.targets]
-        self.python_threads = set(threading.enumerate())
-        self.native_threads: int | None = None
+class CandidateChecks:
+    """The verifier's checks, applied around the candidate while it is timed: process-wide
+    state it must leave alone (integrity.py), threads and processes it must not leave
+    running (hygiene.py), and what may run inside forward (guard.py). The state is taken
+    before the candidate is imported, after torch's own pools, modes and graph machinery
+    have started. Trusted "candidates" (the reference itself, for A/A measurements) run
+    unchecked."""
 
-    @staticmethod
-    def _native_thread_count() -> int | None:
-        try:
-            return len(os.listdir("/proc/self/task"))
-        except OSError:
-            return None
+    def __init__(self, torch, device, enabled: bool, policy: dict):
+        self.enabled = enabled
+        self.policy = policy
+        if not enabled:
+            return
+        from . import guard, hygiene, integrity
 
-    def settle(self, python_threads: bool = False) -> None:
-        """Thread counts once the candidate is warm and configured (torch starts its own
-        pools on first use). Python threads stay counted from before the candidate was
-        imported, unless the "candidate" is trusted code (A/A measurements)."""
-        self.native_threads = self._native_thread_count()
-        if python_threads:
-            self.python_threads = set(threading.enumerate())
+        self.guard_module, self.hygiene = guard, hygiene
+        hygiene.warm_thread_pools(device.kind)
+        with torch.no_grad(), guard.ForwardGuard():
+            torch.empty(1, device=device.torch_device)
+        timing.warm_graph_machinery(torch, device)
+        self.integrity = integrity.Integrity()
+        self.threads = hygiene.os_threads()
+
+    def guarded(self, function: Callable) -> Callable:
+        """``function`` under the forward guard; a refused operation ends the session even
+        if the candidate caught the exception."""
+        if not self.enabled:
+            return function
+        guard_class = self.guard_module.ForwardGuard
+        extra = tuple(self.policy.get("extra_allowed_operations", ()))
+
+        def refused(guard) -> CandidateViolation | None:
+            violation = guard.first_violation()
+            if violation is None:
+                return None
+            shown = violation.get("called_as") or violation["operation"]
+            return CandidateViolation("forbidden_operation",
+                                      f"ModelNew.forward ran {shown} while being timed: {violation['why']}")
+
+        def call(*inputs):
+            guard = guard_class(extra_allowed=extra)
+            try:
+                with guard:
+                    outputs = function(*inputs)
+            except BaseException:
+                violation = refused(guard)
+                if violation is not None:
+                    raise violation from None
+                raise
+            violation = refused(guard)
+            if violation is not None:
+                raise violation
+            return outputs
+
+        return call
 
     def violation(self) -> tuple[str, str] | None:
-        for (owner, name), original in zip(self.targets, self.originals):
-            if getattr(owner, name) is not original:
-                label = getattr(owner, "__name__", type(owner).__name__)
-                return "global_state_modified", f"{label}.{name} was replaced while the candidate was loaded or timed"
-        started = [thread.name for thread in threading.enumerate() if thread not in self.python_threads]
-        if started:
-            return "work_outlived_call", f"the candidate started Python threads: {', '.join(started[:5])}"
-        count = self._native_thread_count()
-        if self.native_threads is not None and count is not None and count > self.native_threads:
-            return "work_outlived_call", (
-                f"the candidate's process grew from {self.native_threads} to {count} threads while being timed"
+        if not self.enabled:
+            return None
+        problems = self.integrity.violations()
+        if problems:
+            return "global_state_modified", (
+                "while being timed the candidate changed process-wide state: " + "; ".join(problems[:6])
             )
+        started = {tid: name for tid, name in self.hygiene.os_threads().items() if tid not in self.threads}
+        if started:
+            names = ", ".join(f"'{name}'" for name in list(started.values())[:5])
+            return "work_outlived_call", f"the candidate left {len(started)} thread(s) running ({names})"
+        children = self.hygiene.child_processes()
+        if children:
+            return "work_outlived_call", f"the candidate left {len(children)} process(es) running"
         return None
 
 
@@ -391,7 +405,8 @@ def run_candidate_side(request: dict) -> dict:
     import torch
 
     device = timing.make_device(torch, request.get("device", "cuda"), request.get("device_index", 0))
-    watch = IntegrityWatch(torch)
+    trusted_code = request.get("candidate_kind", "model_new") != "model_new"
+    checks = CandidateChecks(torch, device, enabled=not trusted_code, policy=request.get("policy", {}))
     channel = connect(request["session"], request.get("connect_timeout_s", 60.0))
     channel.send({"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
     contender = None
@@ -408,19 +423,16 @@ def run_candidate_side(request: dict) -> dict:
                     reference = load_module(request["reference_path"], "model")
                     function = _candidate_function(request, reference, torch, device, int(message["init_seed"]))
                     make_inputs = timing.InputFactory(reference.get_inputs, device)
-                    contender = timing.ContenderTimer("candidate", function, device, make_inputs)
+                    contender = timing.ContenderTimer("candidate", checks.guarded(function), device, make_inputs)
                     seed = int(message["seed"])
                     contender.warm_up(seed, min_seconds=float(message.get("warmup_s", 0.05)))
                     per_call = contender.calibrate(seed, int(message.get("calibration_samples", 5)))
                     size = contender.bytes_per_call(seed)
-                    trusted_code = request.get("candidate_kind", "model_new") != "model_new"
-                    watch.settle(python_threads=trusted_code)
                     reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size, "fence": fence}
                 elif op == "configure":
                     try:
                         contender.configure(message["regime"], int(message["calls"]), int(message["seed"]))
                         reply = {"op": "configured"}
-                        watch.settle(python_threads=request.get("candidate_kind", "model_new") != "model_new")
                     except timing.CaptureFailed as error:
                         reply = {"op": "capture_failed", "message": str(error)}
                 elif op == "sample":
@@ -435,6 +447,9 @@ def run_candidate_side(request: dict) -> dict:
                     reply = {"op": "handed_over"}
                 else:
                     reply = {"op": "error", "reason": "harness_error", "message": f"unknown request {op!r}"}
+            except CandidateViolation as violation:
+                channel.send({"op": "error", "reason": violation.reason, "message": str(violation)})
+                return {"ok": False, "error": str(violation)}
             except Exception as error:
                 reason = "load_error" if op == "prepare" else "crashed"
                 channel.send(
@@ -446,7 +461,7 @@ def run_candidate_side(request: dict) -> dict:
                     }
                 )
                 return {"ok": False, "error": str(error)}
-            problem = watch.violation()
+            problem = checks.violation()
             if problem:
                 channel.send({"op": "error", "reason": problem[0], "message": problem[1]})
                 return {"ok": False, "error": problem[1]}
@@ -1027,6 +1042,23 @@ def _wait(pid: int, timeout_s: float) -> None:
             os.waitpid(pid, 0)
             return
         time.sleep(0.02)
+
+
+@handler("timing_reference")
+def timing_reference(args: dict, context) -> dict:
+    """The reference side of a timing session, in a child of the (trusted) reference
+    worker. Args: as ``run_reference_side``; the request's deadline bounds the session."""
+    request = dict(args)
+    request["deadline_s"] = min(float(request.get("deadline_s", 900.0)), context.seconds_left())
+    return run_reference_side(request)
+
+
+@handler("timing_candidate")
+def timing_candidate(args: dict, context) -> dict:
+    """The candidate side of a timing session, in a child of the (sandboxed) candidate worker."""
+    request = dict(args)
+    request.setdefault("device", context.device)
+    return run_candidate_side(request)
 
 
 def main(argv: list[str] | None = None) -> int:
