@@ -9,18 +9,21 @@
 ///
 /// A session has two processes: the reference side, trusted, which never imports the
 /// candidate and runs the comparison; and the candidate side, confined, which holds
-/// ModelNew and answers the reference side over a Unix socket in a session directory.
+/// ModelNew and answers the reference side over two FIFOs in a session directory.
 /// A `TimingLauncher` starts them: fresh interpreters (`ProcessTimingLauncher`, the
 /// candidate through the host's `Sandbox`) or warm harness workers. They take turns on the GPU in interleaved rounds (see
 /// timing_session.py for the protocol and what each side checks). The sandbox must make
 /// the Python environment, the harness directory, the candidate's source and build
-/// directories and the session directory visible to the candidate, and expose the GPU.
+/// directories and the session directory (read-write) visible to the candidate, and
+/// expose the GPU.
 
 #include <chrono>       // seconds, milliseconds
 #include <cmath>        // isfinite
 #include <concepts>     // same_as
 #include <cstdint>      // uint64_t
+#include <cerrno>       // errno
 #include <cstdlib>      // getenv
+#include <cstring>      // strerror
 #include <filesystem>   // path
 #include <functional>   // function
 #include <memory>       // shared_ptr, make_shared
@@ -33,6 +36,8 @@
 #include <thread>       // jthread
 #include <utility>      // move
 #include <vector>       // vector
+
+#include <sys/stat.h>  // mkfifo, chmod
 
 #include <nlohmann/json.hpp>
 
@@ -432,9 +437,14 @@ class HarnessProfiler {
     std::filesystem::path parent = options_.session_parent;
     if (parent.empty()) parent = candidate.build_directory.empty() ? candidate.source_directory : candidate.build_directory;
     detail::TemporaryDirectory session(".timing-", parent);
-    // The candidate side may run as another user: it connects to the socket and writes
-    // its timed outputs here.
+    // The candidate side may run as another user: it opens the FIFOs and writes the
+    // timed outputs it hands over here.
     std::filesystem::permissions(session.path(), std::filesystem::perms::all);
+    for (const char* name : {"to_reference", "to_candidate"}) {
+      const std::filesystem::path fifo = session.path() / name;
+      if (::mkfifo(fifo.c_str(), 0666) != 0 || ::chmod(fifo.c_str(), 0666) != 0)
+        throw std::runtime_error("HarnessProfiler: cannot create " + fifo.string() + ": " + std::strerror(errno));
+    }
 
     const std::filesystem::path reference_path = trusted.path() / "reference.py";
     const std::filesystem::path candidate_reference = session.path() / "reference.py";
@@ -443,6 +453,7 @@ class HarnessProfiler {
     nlohmann::json reference =
         reference_request(task, reference_path, session.path(), trusted.path() / "result.json", seed);
     reference["candidate_gone_marker"] = (trusted.path() / "candidate-gone").string();
+    reference["output_directory"] = session.path().string();
     const TimingSessionOutcome outcome =
         launch_(reference, candidate_request(candidate, candidate_reference, session.path()), options_.timeout);
 

@@ -8,7 +8,8 @@ Two processes take part:
   its ``torch.compile`` form, and runs the session: it decides the seeds, the regime, the
   order of contenders in each round, which timed outputs to re-check, and when to stop;
 * the **candidate side** (sandboxed) holds ``ModelNew`` and answers the reference side's
-  requests over a Unix socket in the session directory.
+  requests over two FIFOs in the session directory; it writes the outputs it hands over
+  into the session's output directory.
 
 They take turns on the GPU, never overlapping: in each round the reference side times its
 contenders itself and asks the candidate side for its sample, in an order drawn at random
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import hashlib
 import importlib.util
 import json
@@ -42,7 +44,6 @@ import math
 import os
 import random
 import select
-import socket
 import statistics
 import sys
 import threading
@@ -55,7 +56,8 @@ from .registry import handler
 
 PROTOCOL_VERSION = 1
 RESULT_MARKER = "CUDA_AGENT_TIMING_RESULT "
-SOCKET_NAME = "timing.sock"
+TO_REFERENCE = "to_reference"
+TO_CANDIDATE = "to_candidate"
 MAX_MESSAGE_BYTES = 1 << 20
 
 DEFAULT_BUDGET = {
@@ -81,16 +83,60 @@ class SessionError(RuntimeError):
 
 
 # ---------------------------------------------------------------------------------------
-# The channel: JSON lines over a Unix socket, with deadlines and a size limit.
+# The channel: JSON lines over two FIFOs the launcher creates in the session directory
+# (``to_reference`` and ``to_candidate``, as the verifier's sessions have them), with
+# deadlines and a size limit. Opening never blocks: a side that never comes is a timeout.
+
+
+def create_fifos(session_directory: str) -> None:
+    """What the launcher does before starting the two sides."""
+    for name in (TO_REFERENCE, TO_CANDIDATE):
+        path = os.path.join(session_directory, name)
+        if not os.path.exists(path):
+            os.mkfifo(path, 0o666)
+            os.chmod(path, 0o666)
 
 
 class Channel:
-    def __init__(self, connection: socket.socket):
-        self.connection = connection
+    def __init__(self, incoming: int, outgoing: int):
+        self.incoming = incoming
+        self.outgoing = outgoing
         self.buffer = b""
+        self.heard = False  # EOF before the first message only means "not yet opened"
+
+    @classmethod
+    def open(cls, session_directory: str, side: str, timeout_s: float, gone_marker: str | None = None) -> "Channel":
+        """Opens this side's ends: reading its own FIFO at once, writing the other's as soon
+        as the other side reads it. Gives up early once ``gone_marker`` exists (the
+        launcher creates it when the candidate's process has ended)."""
+        mine, theirs = (TO_REFERENCE, TO_CANDIDATE) if side == "reference" else (TO_CANDIDATE, TO_REFERENCE)
+        incoming = os.open(os.path.join(session_directory, mine), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                outgoing = os.open(os.path.join(session_directory, theirs), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                break
+            except OSError as error:
+                if error.errno != errno.ENXIO:  # ENXIO: nobody reads it yet
+                    os.close(incoming)
+                    raise
+            if gone_marker and os.path.exists(gone_marker):
+                os.close(incoming)
+                raise EOFError("the candidate's timing process ended before it joined the session")
+            if time.monotonic() > deadline:
+                os.close(incoming)
+                raise TimeoutError(f"the other side did not join the session within {timeout_s:.0f} s")
+            time.sleep(0.01)
+        os.set_blocking(outgoing, True)
+        return cls(incoming, outgoing)
 
     def send(self, message: dict) -> None:
-        self.connection.sendall(json.dumps(message).encode() + b"\n")
+        data = memoryview(json.dumps(message).encode() + b"\n")
+        try:
+            while data:
+                data = data[os.write(self.outgoing, data):]
+        except BrokenPipeError as error:
+            raise EOFError("the other side closed the session") from error
 
     def receive(self, timeout_s: float) -> dict:
         deadline = time.monotonic() + timeout_s
@@ -98,77 +144,29 @@ class Channel:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 raise TimeoutError(f"no message within {timeout_s:.1f} s")
-            ready, _, _ = select.select([self.connection], [], [], remaining)
+            ready, _, _ = select.select([self.incoming], [], [], min(remaining, 0.05 if not self.heard else remaining))
             if not ready:
                 continue
-            chunk = self.connection.recv(65536)
+            chunk = os.read(self.incoming, 65536)
             if not chunk:
-                raise EOFError("the other side closed the connection")
+                if self.heard:
+                    raise EOFError("the other side closed the session")
+                time.sleep(0.01)  # its writing end is not open yet
+                continue
             self.buffer += chunk
             if len(self.buffer) > MAX_MESSAGE_BYTES:
                 raise ValueError(f"a message exceeded {MAX_MESSAGE_BYTES} bytes")
         line, self.buffer = self.buffer.split(b"\n", 1)
+        self.heard = True
         message = json.loads(line)
         if not isinstance(message, dict):
             raise ValueError("a message is not a JSON object")
         return message
 
     def close(self) -> None:
-        with contextlib.suppress(OSError):
-            self.connection.close()
-
-
-@contextlib.contextmanager
-def _in_directory(directory: str):
-    """Unix socket paths are limited to about 100 bytes: bind and connect relatively."""
-    previous = os.getcwd()
-    os.chdir(directory)
-    try:
-        yield
-    finally:
-        os.chdir(previous)
-
-
-def listen(session_directory: str) -> socket.socket:
-    server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    with _in_directory(session_directory):
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(SOCKET_NAME)
-        server.bind(SOCKET_NAME)
-    os.chmod(os.path.join(session_directory, SOCKET_NAME), 0o777)  # the sandbox user connects
-    server.listen(1)
-    return server
-
-
-def accept(server: socket.socket, timeout_s: float, gone_marker: str | None = None) -> Channel:
-    """Waits for the candidate side; gives up early once ``gone_marker`` exists (the
-    launcher creates it when the candidate's process has ended)."""
-    deadline = time.monotonic() + timeout_s
-    while True:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise TimeoutError(f"the candidate side did not connect within {timeout_s:.0f} s")
-        ready, _, _ = select.select([server], [], [], min(remaining, 0.2))
-        if ready:
-            connection, _ = server.accept()
-            return Channel(connection)
-        if gone_marker and os.path.exists(gone_marker):
-            raise EOFError("the candidate's timing process ended before connecting")
-
-
-def connect(session_directory: str, timeout_s: float) -> Channel:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        connection = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            with _in_directory(session_directory):
-                connection.connect(SOCKET_NAME)
-            return Channel(connection)
-        except (FileNotFoundError, ConnectionRefusedError):
-            connection.close()
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.02)
+        for descriptor in (self.incoming, self.outgoing):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
 
 
 # ---------------------------------------------------------------------------------------
@@ -407,9 +405,10 @@ def run_candidate_side(request: dict) -> dict:
     device = timing.make_device(torch, request.get("device", "cuda"), request.get("device_index", 0))
     trusted_code = request.get("candidate_kind", "model_new") != "model_new"
     checks = CandidateChecks(torch, device, enabled=not trusted_code, policy=request.get("policy", {}))
-    channel = connect(request["session"], request.get("connect_timeout_s", 60.0))
+    channel = Channel.open(request["session"], "candidate", request.get("connect_timeout_s", 60.0))
     channel.send({"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
     contender = None
+    handed_over = None
     try:
         while True:
             message = channel.receive(request.get("idle_timeout_s", 600.0))
@@ -443,7 +442,11 @@ def run_candidate_side(request: dict) -> dict:
                     payload = output_payload(
                         outputs, int(message["sample_seed"]), int(message["max_elements"]), torch
                     )
-                    torch.save(payload, message["path"])
+                    if handed_over:  # the reference side has read it: only one file at a time
+                        with contextlib.suppress(OSError):
+                            os.unlink(handed_over)
+                    handed_over = message["path"]
+                    torch.save(payload, handed_over)
                     reply = {"op": "handed_over"}
                 else:
                     reply = {"op": "error", "reason": "harness_error", "message": f"unknown request {op!r}"}
@@ -487,7 +490,10 @@ class RemoteContender:
         self.launch_leak_us = launch_leak_us
 
     def request(self, message: dict, expected: tuple[str, ...], timeout_s: float | None = None) -> dict:
-        self.channel.send(message)
+        try:
+            self.channel.send(message)
+        except EOFError:
+            raise SessionError("crashed", f"the candidate's timing process was gone before {message['op']!r}")
         try:
             reply = self.channel.receive(timeout_s or self.timeout_s)
         except TimeoutError as error:
@@ -684,7 +690,8 @@ class ReferenceSession:
         call = self.rng.randrange(calls)
         sample_seed = self.rng.getrandbits(62)
         max_elements = int(self.check["max_elements"])
-        path = os.path.join(self.request["session"], f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
+        directory = self.request.get("output_directory") or self.request["session"]
+        path = os.path.join(directory, f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
         candidate.request(
             {"op": "challenge", "round": record["round"], "call": call, "path": path,
              "sample_seed": sample_seed, "max_elements": max_elements},
@@ -790,21 +797,18 @@ class ReferenceSession:
                 cache_status["stored"] = [measurement["regime"]]
 
         # The candidate side may now use the GPU.
-        server = listen(self.request["session"])
         try:
-            channel = accept(
-                server, float(self.request.get("connect_timeout_s", 120.0)), self.request.get("candidate_gone_marker")
-            )
+            channel = Channel.open(self.request["session"], "reference",
+                                   float(self.request.get("connect_timeout_s", 120.0)),
+                                   self.request.get("candidate_gone_marker"))
         except (TimeoutError, EOFError) as error:
             result["rejection"] = {"reason": "crashed", "message": str(error), "details": {}}
             return self.finish(calibration, cache_status)
-        finally:
-            server.close()
         try:
             outcome = self.run_with_candidate(channel, calibration, cached_entry, cache_status)
         except SessionError as error:
             result["rejection"] = {"reason": error.reason, "message": str(error), "details": error.details}
-            with contextlib.suppress(OSError):
+            with contextlib.suppress(OSError, EOFError):
                 channel.send({"op": "finish"})
             channel.close()
             return self.finish(calibration, cache_status)
@@ -888,7 +892,8 @@ class ReferenceSession:
         for _ in range(int(self.request.get("repetitions", 1)) - 1):
             more, more_stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
             repetitions.append({"rounds": more, "stop_reason": more_stop})
-        channel.send({"op": "finish"})
+        with contextlib.suppress(EOFError):
+            channel.send({"op": "finish"})
         if len(repetitions) > 1:
             result["repetitions"] = repetitions
         result.update(
@@ -959,6 +964,7 @@ def run_locally(request: dict, candidate_request: dict, fork: bool | None = None
         owned = tempfile.mkdtemp(prefix="cuda-agent-timing-")
         request = {**request, "session": owned}
     candidate_request = {**candidate_request, "session": request["session"]}
+    create_fifos(request["session"])
     torch_module = sys.modules.get("torch")
     cuda_ready = torch_module is not None and torch_module.cuda.is_initialized()
     if fork is None:
