@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """Handlers that describe the worker and let the host check how it contains a child:
 ``ping`` reports the environment; ``diagnose`` misbehaves on request (sleeps past its
-deadline, crashes, leaves a process or a file behind) so that a host can confirm, before
-trusting a worker, that each misbehaviour is reported and cleaned up."""
+deadline, crashes, leaves a process or a file behind) or probes what it can read and
+write, so that a host can confirm, before trusting a worker, that each misbehaviour is
+reported and cleaned up and that the sandbox is what it should be."""
 
 from __future__ import annotations
 
@@ -43,6 +44,33 @@ def diagnose(args: dict, context) -> dict:
     elif action == "write_file":
         with open(args["path"], "w") as stream:
             stream.write("left behind")
+    elif action == "probe":
+        target = args["path"]
+        exists = os.path.exists(target)
+        readable = writable = False
+        try:
+            if os.path.isdir(target):
+                os.listdir(target)
+            else:
+                with open(target, "rb") as stream:
+                    stream.read(1)
+            readable = True
+        except OSError:
+            pass
+        try:
+            if os.path.isdir(target):
+                probe = os.path.join(target, ".probe")
+                with open(probe, "xb"):
+                    pass
+                os.unlink(probe)
+                writable = True
+            elif exists:
+                with open(target, "r+b"):
+                    pass
+                writable = True
+        except OSError:
+            pass
+        return {"exists": exists, "readable": readable, "writable": writable}
     elif action == "event":
         context.emit({"progress": "halfway"})
     elif action == "output":

@@ -91,9 +91,6 @@ torch::Tensor matmul_half_inputs(const torch::Tensor& a, const torch::Tensor& b)
   return toolbox::matmul(ah, bh);
 }
 
-// The same product through a Tensor method, which reaches torch's own operator from C++.
-torch::Tensor matmul_by_tensor_method(const torch::Tensor& a, const torch::Tensor& b) { return a.mm(b); }
-
 torch::Tensor relu(const torch::Tensor& x) {
   expect_float(x, "x");
   torch::Tensor y = torch::empty_like(x);
@@ -242,7 +239,6 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("matmul_tiled", &toolbox::matmul_tiled);
   m.def("matmul_64x48x32", &toolbox::matmul_64x48x32);
   m.def("matmul_half_inputs", &toolbox::matmul_half_inputs);
-  m.def("matmul_by_tensor_method", &toolbox::matmul_by_tensor_method);
   m.def("relu", &toolbox::relu);
   m.def("relu_", &toolbox::relu_);
   m.def("relu_into", &toolbox::relu_into);
