@@ -94,6 +94,11 @@ struct RatioOfMedians;
 struct TimingBudget;
 struct HarnessProfilerOptions;
 class HarnessProfiler;
+struct TimingSessionOutcome;
+class ProcessTimingLauncher;
+
+// worker_timing_launcher.hpp
+class WorkerTimingLauncher;
 
 // tools/profile_tool.hpp
 struct ProfileToolOptions;

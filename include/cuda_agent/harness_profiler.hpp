@@ -239,55 +239,116 @@ struct TimingSessionOutcome {
 
 /// Starts the two sides of a timing session and waits for both.
 ///
-/// Required expression, for `L& launcher`, `const nlohmann::json& reference_request`,
-/// `const nlohmann::json& candidate_request` and `std::chrono::seconds timeout`:
-///   - `launcher.launch(reference_request, candidate_request, timeout)` returns a
-///     `TimingSessionOutcome`. The reference side runs trusted (it never imports the
-///     candidate), the candidate side confined; both run the `cuda_agent_harness`
-///     timing handlers with the given requests. Once the candidate side has ended, the
-///     launcher creates the file named by `reference_request["candidate_gone_marker"]`, so
-///     that a reference side still waiting for it gives up at once.
+/// Required expression, for `L& launcher`, `const Task& task`, `const Candidate& candidate`,
+/// `nlohmann::json reference_request`, `nlohmann::json candidate_request` and
+/// `std::chrono::seconds timeout`:
+///   - `launcher.launch(task, candidate, reference_request, candidate_request, timeout)`
+///     returns a `TimingSessionOutcome`. The requests come from the profiler without
+///     places; the launcher decides where things live and adds them: `reference_path` to
+///     both (a copy of the task's reference each side can read and neither can change),
+///     `session` to both (a directory holding the FIFOs `to_reference` and
+///     `to_candidate`), `output_directory` to the reference request (where the candidate
+///     side can write and the reference side read), `candidate_directory` and
+///     `build_directory` to the candidate request, and `candidate_gone_marker` to the
+///     reference request (a file it creates once the candidate side has ended, so that a
+///     reference side still waiting gives up at once). If the reference request asks for a
+///     baseline cache, the launcher may move it to a directory the reference side can
+///     write. The reference side runs trusted (it never imports the candidate), the
+///     candidate side confined.
 ///
-/// `ProcessTimingLauncher` starts fresh interpreters; a host with warm harness workers
-/// launches through them instead (a child forked per request starts in a fraction of the
-/// time an interpreter needs to import torch).
+/// `ProcessTimingLauncher` starts fresh interpreters; `WorkerTimingLauncher`
+/// (worker_timing_launcher.hpp) uses the verifier's warm harness workers, whose children
+/// start in a fraction of the time an interpreter needs to import torch.
 template <class L>
-concept TimingLauncher = requires(L& launcher, const nlohmann::json& reference_request,
-                                  const nlohmann::json& candidate_request, std::chrono::seconds timeout) {
-  { launcher.launch(reference_request, candidate_request, timeout) } -> std::same_as<TimingSessionOutcome>;
+concept TimingLauncher = requires(L& launcher, const Task& task, const Candidate& candidate,
+                                  nlohmann::json reference_request, nlohmann::json candidate_request,
+                                  std::chrono::seconds timeout) {
+  {
+    launcher.launch(task, candidate, std::move(reference_request), std::move(candidate_request), timeout)
+  } -> std::same_as<TimingSessionOutcome>;
 };
 
+namespace detail {
+
+inline void write_readable_file(const std::filesystem::path& path, std::string_view content) {
+  std::ofstream stream(path, std::ios::binary | std::ios::trunc);
+  stream.write(content.data(), static_cast<std::streamsize>(content.size()));
+  if (!stream) throw std::runtime_error("cannot write " + path.string());
+  stream.close();
+  std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+                                         std::filesystem::perms::group_read | std::filesystem::perms::others_read);
+}
+
+/// The two FIFOs of a timing session, open to both sides' users.
+inline void make_session_fifos(const std::filesystem::path& session) {
+  for (const char* name : {"to_reference", "to_candidate"}) {
+    const std::filesystem::path fifo = session / name;
+    if (::mkfifo(fifo.c_str(), 0666) != 0 || ::chmod(fifo.c_str(), 0666) != 0)
+      throw std::runtime_error("cannot create " + fifo.string() + ": " + std::strerror(errno));
+  }
+}
+
+}  // namespace detail
+
 /// Launches each side as a fresh Python process: the reference side directly (trusted,
-/// unconfined), the candidate side through the host's `Sandbox`.
+/// unconfined), the candidate side through the host's `Sandbox`. The session directory
+/// goes into `session_parent` (default: the candidate's build directory), which the
+/// sandbox must let the candidate write; the reference side's files go into a private
+/// temporary directory.
 class ProcessTimingLauncher {
  public:
   ProcessTimingLauncher(std::filesystem::path python, std::filesystem::path harness_directory, AnySandbox sandbox,
-                        Environment environment = {})
+                        Environment environment = {}, std::filesystem::path session_parent = {})
       : python_(std::move(python)),
         harness_directory_(std::move(harness_directory)),
         sandbox_(std::move(sandbox)),
-        environment_(std::move(environment)) {}
+        environment_(std::move(environment)),
+        session_parent_(std::move(session_parent)) {}
 
-  [[nodiscard]] TimingSessionOutcome launch(const nlohmann::json& reference_request,
-                                            const nlohmann::json& candidate_request, std::chrono::seconds timeout) {
-    const std::filesystem::path trusted = reference_request.at("result_path").get<std::string>();
-    const std::filesystem::path reference_file = trusted.parent_path() / "reference-request.json";
-    const std::filesystem::path session = candidate_request.at("session").get<std::string>();
-    const std::filesystem::path candidate_file = session / "candidate-request.json";
-    write_text(reference_file, reference_request.dump());
-    write_text(candidate_file, candidate_request.dump());
+  [[nodiscard]] TimingSessionOutcome launch(const Task& task, const Candidate& candidate,
+                                            nlohmann::json reference_request, nlohmann::json candidate_request,
+                                            std::chrono::seconds timeout) {
+    // The reference side's files live where the candidate cannot reach them.
+    detail::TemporaryDirectory trusted("cuda-agent-timing-trusted-");
+    std::filesystem::path parent = session_parent_;
+    if (parent.empty())
+      parent = candidate.build_directory.empty() ? candidate.source_directory : candidate.build_directory;
+    detail::TemporaryDirectory session(".timing-", parent);
+    // The candidate side may run as another user: it opens the FIFOs and writes the
+    // timed outputs it hands over here.
+    std::filesystem::permissions(session.path(), std::filesystem::perms::all);
+    detail::make_session_fifos(session.path());
+
+    const std::filesystem::path reference_path = trusted.path() / "reference.py";
+    const std::filesystem::path candidate_reference = session.path() / "reference.py";
+    detail::write_readable_file(reference_path, task.reference_source);
+    detail::write_readable_file(candidate_reference, task.reference_source);
+    const std::filesystem::path result_path = trusted.path() / "result.json";
+    const std::filesystem::path gone = trusted.path() / "candidate-gone";
+    reference_request["reference_path"] = reference_path.string();
+    reference_request["session"] = session.path().string();
+    reference_request["output_directory"] = session.path().string();
+    reference_request["result_path"] = result_path.string();
+    reference_request["candidate_gone_marker"] = gone.string();
+    candidate_request["reference_path"] = candidate_reference.string();
+    candidate_request["session"] = session.path().string();
+    candidate_request["candidate_directory"] = candidate.source_directory.string();
+    candidate_request["build_directory"] = candidate.build_directory.string();
+    const std::filesystem::path reference_file = trusted.path() / "reference-request.json";
+    const std::filesystem::path candidate_file = session.path() / "candidate-request.json";
+    detail::write_readable_file(reference_file, reference_request.dump());
+    detail::write_readable_file(candidate_file, candidate_request.dump());
 
     Command candidate_command;
     candidate_command.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "candidate", "--request",
                               candidate_file.string()};
     candidate_command.environment = side_environment();
-    candidate_command.working_directory = session;
+    candidate_command.working_directory = session.path();
     candidate_command.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     candidate_command.output_limit = 16 * 1024;
     TimingSessionOutcome outcome;
     std::optional<CommandResult> candidate_result;
     std::string sandbox_failure;
-    const std::filesystem::path gone = reference_request.value("candidate_gone_marker", std::string());
     std::optional<ProcessResult> reference_result;
     {
       std::jthread candidate_side([&] {
@@ -296,7 +357,7 @@ class ProcessTimingLauncher {
         } catch (const std::exception& error) {
           sandbox_failure = error.what();
         }
-        if (!gone.empty()) std::ofstream{gone};
+        std::ofstream{gone};
       });
       ProcessSpec reference;
       reference.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "reference", "--request",
@@ -305,13 +366,13 @@ class ProcessTimingLauncher {
       for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
         if (const char* value = std::getenv(name); value && !environment.get(name)) environment.set(name, value);
       reference.environment = std::move(environment);
-      reference.working_directory = trusted.parent_path();
+      reference.working_directory = trusted.path();
       reference.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
       reference.merge_stderr = true;
       reference.output_limit = 64 * 1024;
       reference_result = run_process(reference);
     }  // joins the candidate side
-    std::ifstream stream(trusted);
+    std::ifstream stream(result_path);
     if (stream) outcome.reference_result = nlohmann::json::parse(stream, nullptr, false);
     if (!outcome.reference_result.is_object()) {
       outcome.reference_result = nullptr;
@@ -329,12 +390,6 @@ class ProcessTimingLauncher {
   }
 
  private:
-  static void write_text(const std::filesystem::path& path, std::string_view content) {
-    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-    stream.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (!stream) throw std::runtime_error("ProcessTimingLauncher: cannot write " + path.string());
-  }
-
   Environment side_environment() const {
     Environment environment = Environment::from_current({"PATH", "LANG", "LC_ALL", "CUDA_VISIBLE_DEVICES"});
     for (const auto& [name, value] : environment_.variables()) environment.set(name, value);
@@ -347,6 +402,7 @@ class ProcessTimingLauncher {
   std::filesystem::path harness_directory_;
   AnySandbox sandbox_;
   Environment environment_;
+  std::filesystem::path session_parent_;
 };
 
 static_assert(TimingLauncher<ProcessTimingLauncher>);
@@ -359,8 +415,9 @@ class HarnessProfiler {
   HarnessProfiler(HarnessProfilerOptions options, L launcher)
       : options_(std::move(options)),
         launch_([shared = std::make_shared<L>(std::move(launcher))](
-                    const nlohmann::json& reference, const nlohmann::json& candidate, std::chrono::seconds timeout) {
-          return shared->launch(reference, candidate, timeout);
+                    const Task& task, const Candidate& candidate, nlohmann::json reference, nlohmann::json candidate_side,
+                    std::chrono::seconds timeout) {
+          return shared->launch(task, candidate, std::move(reference), std::move(candidate_side), timeout);
         }) {}
 
   /// Launches fresh interpreters: the reference side directly, the candidate side through
@@ -375,25 +432,23 @@ class HarnessProfiler {
       options_.harness_directory = harness_copy_->path();
     }
     auto launcher = std::make_shared<ProcessTimingLauncher>(options_.python, options_.harness_directory,
-                                                            std::move(candidate_sandbox), options_.environment);
-    launch_ = [launcher](const nlohmann::json& reference, const nlohmann::json& candidate,
-                         std::chrono::seconds timeout) { return launcher->launch(reference, candidate, timeout); };
+                                                            std::move(candidate_sandbox), options_.environment,
+                                                            options_.session_parent);
+    launch_ = [launcher](const Task& task, const Candidate& candidate, nlohmann::json reference,
+                         nlohmann::json candidate_side, std::chrono::seconds timeout) {
+      return launcher->launch(task, candidate, std::move(reference), std::move(candidate_side), timeout);
+    };
   }
 
   [[nodiscard]] const HarnessProfilerOptions& options() const noexcept { return options_; }
 
-  /// What the reference side is told (paths filled in by `profile`).
-  [[nodiscard]] nlohmann::json reference_request(const Task& task, const std::filesystem::path& reference_path,
-                                                 const std::filesystem::path& session,
-                                                 const std::filesystem::path& result_path, std::uint64_t seed) const {
+  /// What the reference side is told, before the launcher adds where things live.
+  [[nodiscard]] nlohmann::json reference_request(const Task& task, std::uint64_t seed) const {
     const HarnessProfilerOptions& o = options_;
     nlohmann::json request = {
         {"device", o.device},
         {"device_index", o.device_index},
-        {"reference_path", reference_path.string()},
         {"task_hash", task.content_hash()},
-        {"session", session.string()},
-        {"result_path", result_path.string()},
         {"seed", seed},
         {"compile", {{"enabled", o.time_compile}, {"mode", o.compile_mode}, {"backend", o.compile_backend}}},
         {"budget",
@@ -415,48 +470,20 @@ class HarnessProfiler {
     return request;
   }
 
-  /// What the candidate side is told.
-  [[nodiscard]] nlohmann::json candidate_request(const Candidate& candidate, const std::filesystem::path& reference_path,
-                                                 const std::filesystem::path& session) const {
+  /// What the candidate side is told, before the launcher adds where things live.
+  [[nodiscard]] nlohmann::json candidate_request() const {
     return {{"device", options_.device},
             {"device_index", options_.device_index},
-            {"reference_path", reference_path.string()},
-            {"candidate_directory", candidate.source_directory.string()},
-            {"build_directory", candidate.build_directory.string()},
             {"candidate_kind", options_.candidate_kind},
             {"compile", {{"mode", options_.compile_mode}, {"backend", options_.compile_backend}}},
             {"policy", {{"extra_allowed_operations", options_.extra_allowed_operations}}},
-            {"session", session.string()},
             {"connect_timeout_s", static_cast<double>(options_.timeout.count())}};
   }
 
   [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate) {
     const std::uint64_t seed = options_.seed ? *options_.seed : fresh_seed();
-    // The reference side's files live where the candidate cannot reach them.
-    detail::TemporaryDirectory trusted("cuda-agent-timing-trusted-");
-    std::filesystem::path parent = options_.session_parent;
-    if (parent.empty()) parent = candidate.build_directory.empty() ? candidate.source_directory : candidate.build_directory;
-    detail::TemporaryDirectory session(".timing-", parent);
-    // The candidate side may run as another user: it opens the FIFOs and writes the
-    // timed outputs it hands over here.
-    std::filesystem::permissions(session.path(), std::filesystem::perms::all);
-    for (const char* name : {"to_reference", "to_candidate"}) {
-      const std::filesystem::path fifo = session.path() / name;
-      if (::mkfifo(fifo.c_str(), 0666) != 0 || ::chmod(fifo.c_str(), 0666) != 0)
-        throw std::runtime_error("HarnessProfiler: cannot create " + fifo.string() + ": " + std::strerror(errno));
-    }
-
-    const std::filesystem::path reference_path = trusted.path() / "reference.py";
-    const std::filesystem::path candidate_reference = session.path() / "reference.py";
-    write_readable(reference_path, task.reference_source);
-    write_readable(candidate_reference, task.reference_source);
-    nlohmann::json reference =
-        reference_request(task, reference_path, session.path(), trusted.path() / "result.json", seed);
-    reference["candidate_gone_marker"] = (trusted.path() / "candidate-gone").string();
-    reference["output_directory"] = session.path().string();
     const TimingSessionOutcome outcome =
-        launch_(reference, candidate_request(candidate, candidate_reference, session.path()), options_.timeout);
-
+        launch_(task, candidate, reference_request(task, seed), candidate_request(), options_.timeout);
     ProfileResult result;
     if (outcome.reference_result.is_object())
       result = profile_result_from_session(outcome.reference_result, options_.statistics, options_.budget.floor_rounds);
@@ -474,18 +501,11 @@ class HarnessProfiler {
     return (static_cast<std::uint64_t>(device()) << 32 | device()) & ((std::uint64_t{1} << 62) - 1);
   }
 
-  static void write_readable(const std::filesystem::path& path, std::string_view content) {
-    std::ofstream stream(path, std::ios::binary | std::ios::trunc);
-    stream.write(content.data(), static_cast<std::streamsize>(content.size()));
-    if (!stream) throw std::runtime_error("HarnessProfiler: cannot write " + path.string());
-    stream.close();
-    std::filesystem::permissions(path, std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
-                                           std::filesystem::perms::group_read | std::filesystem::perms::others_read);
-  }
-
   HarnessProfilerOptions options_;
   std::shared_ptr<detail::TemporaryDirectory> harness_copy_;
-  std::function<TimingSessionOutcome(const nlohmann::json&, const nlohmann::json&, std::chrono::seconds)> launch_;
+  std::function<TimingSessionOutcome(const Task&, const Candidate&, nlohmann::json, nlohmann::json,
+                                     std::chrono::seconds)>
+      launch_;
 };
 
 static_assert(Profiler<HarnessProfiler>);

@@ -569,6 +569,11 @@ class ReferenceSession:
 
     def build_compile(self) -> timing.ContenderTimer:
         if self.compiled is None:
+            caches = self.request.get("compile_cache_directory")
+            if caches:  # inductor and Triton read these when they first compile
+                os.makedirs(caches, exist_ok=True)
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(caches, "inductor"))
+                os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(caches, "triton"))
             settings = self.compile_settings
             started = time.monotonic()
             function = self.torch.compile(self.model, mode=_compile_mode(settings), backend=settings["backend"])
