@@ -115,18 +115,10 @@ using ca::testing::fixture_task;
 using ca::testing::UnconfinedTestSandbox;
 
 ca::HarnessProfilerOptions cpu_options() {
-  ca::HarnessProfilerOptions options;
+  ca::HarnessProfilerOptions options = ca::testing::quick_cpu_timing();
   options.python = CUDA_AGENT_PYTHON;
   options.harness_directory = std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "resources" / "harness";
-  options.device = "cpu";
   options.time_compile = false;
-  options.budget.seconds = 0.3;
-  options.budget.min_rounds = 6;
-  options.budget.floor_rounds = 4;
-  options.budget.max_rounds = 16;
-  options.budget.warmup_seconds = 0;
-  options.budget.calibration_samples = 3;
-  options.short_kernel_us = 0;
   options.check_probability = 1.0;
   options.environment.set("OMP_NUM_THREADS", "1");
   // The CPU fixtures compute with torch operators, which the forward guard refuses unless allowed.

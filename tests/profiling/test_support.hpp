@@ -2,6 +2,7 @@
 #pragma once
 // Shared by the profiling tests: an unconfined sandbox double and the CPU fixtures.
 
+#include <cuda_agent/harness_profiler.hpp>
 #include <cuda_agent/process.hpp>
 #include <cuda_agent/sandbox.hpp>
 #include <cuda_agent/task.hpp>
@@ -30,6 +31,20 @@ struct UnconfinedTestSandbox {
     return result;
   }
 };
+
+/// Sessions short enough for CI on the CPU (a few rounds, no warm-up, per-call timing).
+inline HarnessProfilerOptions quick_cpu_timing() {
+  HarnessProfilerOptions options;
+  options.device = "cpu";
+  options.budget.seconds = 0.3;
+  options.budget.min_rounds = 6;
+  options.budget.floor_rounds = 4;
+  options.budget.max_rounds = 16;
+  options.budget.warmup_seconds = 0;
+  options.budget.calibration_samples = 3;
+  options.short_kernel_us = 0;
+  return options;
+}
 
 inline std::filesystem::path timing_fixtures() {
   return std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "python" / "timing_fixtures";

@@ -9,6 +9,7 @@
 #include <memory>
 #include <string>
 
+#include "test_support.hpp"
 #include "verify/verify_support.hpp"
 
 namespace ca = cuda_agent;
@@ -30,17 +31,9 @@ class ModelNew(nn.Module):
 )";
 
 ca::HarnessProfilerOptions quick_cpu_timing(const std::filesystem::path& cache) {
-  ca::HarnessProfilerOptions options;
-  options.device = "cpu";
+  ca::HarnessProfilerOptions options = ca::testing::quick_cpu_timing();
   options.compile_backend = "eager";  // dynamo without inductor: quick, and still the compile path
   options.baseline_cache_directory = cache;
-  options.budget.seconds = 0.3;
-  options.budget.min_rounds = 6;
-  options.budget.floor_rounds = 4;
-  options.budget.max_rounds = 16;
-  options.budget.warmup_seconds = 0;
-  options.budget.calibration_samples = 3;
-  options.short_kernel_us = 0;
   options.timeout = std::chrono::seconds(300);
   return options;
 }
