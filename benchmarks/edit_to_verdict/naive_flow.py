@@ -68,17 +68,22 @@ PROFILE = COMMON + r"""
 from torch.profiler import ProfilerActivity, profile
 compiled = torch.compile(model)
 inputs = [x.to(device) if isinstance(x, torch.Tensor) else x for x in reference.get_inputs()]
+on_gpu = device != "cpu"
+def synchronize():
+    if on_gpu:
+        torch.cuda.synchronize()
 def device_time(function):
     with torch.no_grad():
         for _ in range(5):
             function(*inputs)
-        torch.cuda.synchronize()
-        with profile(activities=[ProfilerActivity.CUDA]) as profiler:
-            torch.cuda.synchronize()
+        synchronize()
+        with profile(activities=[ProfilerActivity.CUDA if on_gpu else ProfilerActivity.CPU]) as profiler:
+            synchronize()
             for _ in range(10):
                 function(*inputs)
-            torch.cuda.synchronize()
-    return sum(event.device_time_total for event in profiler.key_averages()) / 10
+            synchronize()
+    field = "device_time_total" if on_gpu else "self_cpu_time_total"
+    return sum(getattr(event, field) for event in profiler.key_averages()) / 10
 times = {name: device_time(f) for name, f in (("model_new", model_new), ("eager", model), ("compile", compiled))}
 print(times)
 """
@@ -104,7 +109,7 @@ def main() -> int:
     scratch = tempfile.mkdtemp(prefix="cuda-agent-naive-")
     try:
         workspace = os.path.join(scratch, "workspace")
-        shutil.copytree(arguments.workspace, workspace, ignore=shutil.ignore_patterns("build", ".timing-*"))
+        shutil.copytree(arguments.workspace, workspace, ignore=shutil.ignore_patterns("build", ".timing-*", "kernels_*"))
         build = os.path.join(scratch, "build")
         os.makedirs(build)
         environment = dict(os.environ)
