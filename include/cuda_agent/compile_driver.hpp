@@ -217,6 +217,15 @@ inline double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
+/// "3 s", "2.5 s", "0.25 s".
+inline std::string format_seconds(double seconds) {
+  std::string text = std::to_string(seconds);
+  text.erase(text.find_last_not_of('0') + 1);
+  if (!text.empty() && text.back() == '.') text.pop_back();
+  if (const auto dot = text.find('.'); dot != std::string::npos && text.size() > dot + 3) text.resize(dot + 3);
+  return text + " s";
+}
+
 inline std::string join(const std::vector<std::string>& parts, std::string_view separator) {
   std::string joined;
   for (std::size_t i = 0; i < parts.size(); ++i) joined += (i ? std::string(separator) : "") + parts[i];
@@ -535,7 +544,9 @@ class CompileDriver {
               errors[index] = std::current_exception();
               stop.request_stop();
             }
-            if (!outcomes[index].succeeded) stop.request_stop();
+            // A compile error does not stop the other files (the model wants all of its
+            // errors at once); running out of time does.
+            if (outcomes[index].timed_out) stop.request_stop();
           }
         });
       }
@@ -567,8 +578,8 @@ class CompileDriver {
     result.details["units"] = std::move(unit_details);
     if (result.timed_out) {
       const std::string message = "the build took longer than its limit of " +
-                                  std::to_string(options_.timeout.count() / 1000.0).substr(0, 5) +
-                                  " s and was stopped";
+                                  detail::compile::format_seconds(std::chrono::duration<double>(options_.timeout).count()) +
+                                  " and was stopped";
       return fail("", message);
     }
     if (!all_compiled || std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return o.file.empty(); })) {
@@ -1017,7 +1028,7 @@ class CompileDriver {
       return outcome;
     }
     if (ran.cancelled) {
-      outcome.file.clear();  // stopped because another unit failed
+      outcome.file.clear();  // stopped because another file ran out of time
       return outcome;
     }
     if (!ran.succeeded() || !std::filesystem::exists(partial, ignored)) {

@@ -12,6 +12,7 @@
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/task_loader.hpp"
+#include "cuda_agent/workspace.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/trajectory.hpp"
@@ -37,3 +38,4 @@
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/compile_driver.hpp"
+#include "cuda_agent/tools/compile_tool.hpp"

@@ -115,6 +115,11 @@ class TaskLoadError;
 struct ConstructorParameter;
 struct ReferenceModule;
 
+// workspace.hpp
+class WorkspaceError;
+struct Workspace;
+struct WorkspaceOptions;
+
 // candidate_files.hpp
 struct CandidateSources;
 
@@ -127,5 +132,8 @@ struct CompileOptions;
 struct Toolchain;
 struct SandboxRequirements;
 // CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
+
+// tools/compile_tool.hpp
+struct CompileToolOptions;
 
 }  // namespace cuda_agent

@@ -108,7 +108,7 @@ struct VerificationPolicy {
   int runs_per_set = 2;
   /// Factors for the floating-point inputs of the last input sets (one per set), so that a
   /// candidate cannot rely on the default input distribution (a clamp never reached).
-  std::vector<double> stress_scales{3.0, 10.0};
+  std::vector<double> stress_scales{2.0, 4.0};
   TolerancePolicy tolerance = TolerancePolicy::paper();
   /// "eval" (the CUDA Agent paper) or "train" (KernelBench's default module state).
   std::string model_mode = "eval";
@@ -276,6 +276,13 @@ class HarnessVerifier {
     const std::lock_guard lock(state_->mutex);
     start_workers();
     return run_scan(task, files, findings);
+  }
+
+  /// What a trusted evaluation runs before building: the static checks, when the policy
+  /// has them on (nothing otherwise).
+  [[nodiscard]] std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files) {
+    if (!policy_.static_checks) return std::nullopt;
+    return scan(task, files);
   }
 
   /// Whether the task tells real implementations from null ones (zeros, a constant, the
@@ -595,8 +602,9 @@ class HarnessVerifier {
     HarnessReply reference_reply;
     try {
       reference_reply = state_->reference->wait(reference_id, patience);
-    } catch (const HarnessError&) {
-      throw HarnessError("the reference process did not finish after the candidate ended; the harness was restarted");
+    } catch (const HarnessError& error) {
+      throw HarnessError(std::string("the reference process did not finish after the candidate ended (") + error.what() +
+                         "); the harness was restarted");
     }
     VerificationResult result = combine(candidate_reply, reference_reply);
     result.details["seeds"] = seeds;

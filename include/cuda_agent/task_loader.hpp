@@ -17,6 +17,7 @@
 /// | `constant_expressions`   | every module-level constant, as written                        |
 /// | `constructor_parameters` | `Model.__init__`'s parameters after `self`: name, default, ... |
 /// | `constructor_signature`  | the same, as one line of source                                |
+/// | `forward_signature`      | `Model.forward`'s parameters after `self`, as one line          |
 /// | `ops`, `data_source`     | Ops-6K fields (`op_count` from a `torch#N` data source)        |
 /// | `source`                 | where the task was read from                                   |
 
@@ -29,7 +30,7 @@
 #include <stdexcept>    // runtime_error
 #include <string>       // string, getline
 #include <string_view>  // string_view
-#include <utility>      // move
+#include <utility>      // move, pair
 #include <vector>       // vector
 
 #include <nlohmann/json.hpp>
@@ -68,6 +69,8 @@ struct ReferenceModule {
   std::vector<ConstructorParameter> constructor_parameters;
   /// The parameter list after `self`, as one line ("input_size, layer_sizes, output_size").
   std::string constructor_signature;
+  /// `Model.forward`'s parameter list after `self`, as one line ("x: torch.Tensor").
+  std::string forward_signature;
   /// Module-level constants with a literal value (`batch_size = 16 * 2` gives 32).
   nlohmann::json constants = nlohmann::json::object();
   /// Every module-level constant's expression, as written.
@@ -133,6 +136,24 @@ inline std::vector<ConstructorParameter> parse_parameters(std::string_view list)
   return parameters;
 }
 
+/// The parameters of a method definition ("def f(self, a, b=2):") after `self`, parsed
+/// and as one line of source.
+inline std::pair<std::vector<ConstructorParameter>, std::string> method_parameters(const std::string& definition) {
+  const auto open = definition.find('(');
+  if (open == std::string::npos) return {};
+  const std::string inside = python::bracketed(definition, open);
+  std::vector<ConstructorParameter> parameters = parse_parameters(inside);
+  if (!parameters.empty() && parameters.front().name == "self") parameters.erase(parameters.begin());
+  std::string signature;
+  const std::vector<std::string> pieces = python::split_top_level(inside, ',');
+  for (std::size_t k = 0; k < pieces.size(); ++k) {
+    const std::string piece = python::trim(pieces[k]);
+    if ((k == 0 && piece == "self") || piece.empty()) continue;
+    signature += (signature.empty() ? "" : ", ") + piece;
+  }
+  return {std::move(parameters), std::move(signature)};
+}
+
 inline void to_json(nlohmann::json& out, const ConstructorParameter& parameter) {
   out = {{"name", parameter.name}, {"kind", parameter.kind}};
   if (parameter.default_value) out["default"] = *parameter.default_value;
@@ -186,28 +207,19 @@ inline void record_constants(const std::string& code, ReferenceModule& module) {
     const std::string& code = line.code;
     if (detail::defined_name(code, "class") == "Model") {
       module.defines_model = true;
-      // The class body: the following lines indented deeper; __init__ at the body's level.
+      // The class body: the following lines indented deeper; methods at the body's level.
       int body_indentation = -1;
       for (std::size_t j = i + 1; j < lines.size() && lines[j].indentation > 0; ++j) {
         if (body_indentation < 0) body_indentation = lines[j].indentation;
         if (lines[j].indentation != body_indentation) continue;
-        if (detail::defined_name(lines[j].code, "def") != "__init__") continue;
-        const std::string& definition = lines[j].code;
-        const auto open = definition.find('(');
-        if (open == std::string::npos) break;
-        const std::string inside = detail::python::bracketed(definition, open);
-        std::vector<ConstructorParameter> parameters = detail::parse_parameters(inside);
-        if (!parameters.empty() && parameters.front().name == "self") parameters.erase(parameters.begin());
-        module.constructor_parameters = std::move(parameters);
-        const std::vector<std::string> pieces = detail::python::split_top_level(inside, ',');
-        std::string signature;
-        for (std::size_t k = 0; k < pieces.size(); ++k) {
-          const std::string piece = detail::python::trim(pieces[k]);
-          if ((k == 0 && piece == "self") || piece.empty()) continue;
-          signature += (signature.empty() ? "" : ", ") + piece;
+        const std::string method = detail::defined_name(lines[j].code, "def");
+        if (method == "__init__") {
+          auto [parameters, signature] = detail::method_parameters(lines[j].code);
+          module.constructor_parameters = std::move(parameters);
+          module.constructor_signature = std::move(signature);
+        } else if (method == "forward") {
+          module.forward_signature = detail::method_parameters(lines[j].code).second;
         }
-        module.constructor_signature = signature;
-        break;
       }
       continue;
     }
@@ -228,7 +240,10 @@ inline void record_constants(const std::string& code, ReferenceModule& module) {
   std::string name;
   std::string component;
   auto flush = [&] {
-    while (!component.empty() && component.front() == '.') component.front() = '_';
+    for (char& c : component) {
+      if (c != '.') break;
+      c = '_';
+    }
     if (!component.empty()) name += (name.empty() ? "" : "/") + component;
     component.clear();
   };
@@ -266,6 +281,7 @@ inline void add_module_metadata(const ReferenceModule& module, nlohmann::json& m
     metadata["constructor_parameters"].push_back(std::move(entry));
   }
   metadata["constructor_signature"] = module.constructor_signature;
+  metadata["forward_signature"] = module.forward_signature;
 }
 
 /// "19_ReLU" -> 19; nullopt without a numeric prefix.

@@ -44,11 +44,12 @@ struct TrustedEvaluatorOptions {
   std::function<void(std::string_view)> progress;
 };
 
-/// A verifier that can check sources before they are built (HarnessVerifier can).
+/// A verifier that can judge sources before they are built (HarnessVerifier's static
+/// checks): `prescreen(task, files)` returns a rejection, or nothing to go on.
 template <class V>
-concept ScanningVerifier = Verifier<V> && requires(V& verifier, const Task& task,
-                                                   const std::map<std::string, std::string>& files) {
-  { verifier.scan(task, files) } -> std::same_as<std::optional<Rejection>>;
+concept PrescreeningVerifier = Verifier<V> && requires(V& verifier, const Task& task,
+                                                       const std::map<std::string, std::string>& files) {
+  { verifier.prescreen(task, files) } -> std::same_as<std::optional<Rejection>>;
 };
 
 /// Satisfies `Evaluator`. `S` is the compile driver's sandbox type.
@@ -105,10 +106,10 @@ class TrustedEvaluator {
     evaluation.compile.details["skipped_files"] = skipped;
 
     // 2. Static checks first: a candidate they reject is not worth building.
-    if constexpr (ScanningVerifier<V>) {
+    if constexpr (PrescreeningVerifier<V>) {
       report("static checks");
       try {
-        if (auto rejected = verifier_.scan(task, sources.files)) {
+        if (auto rejected = verifier_.prescreen(task, sources.files)) {
           evaluation.compile.log = "not built: the static checks rejected the candidate";
           VerificationResult result;
           result.rejection = std::move(rejected);

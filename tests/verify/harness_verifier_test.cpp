@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <set>
 #include <string>
 
@@ -68,7 +69,7 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   CHECK(correct.checks_passed == 10);
   const auto seeds = correct.details["seeds"].get<std::vector<std::uint32_t>>();
   CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 5);
-  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 3.0, 10.0}));
+  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
   CHECK(correct.details["tolerance"]["default"]["atol"] == 1e-2);
 
   {  // every verification draws new seeds
@@ -166,4 +167,35 @@ def get_init_inputs():
   INFO(degenerate.dump(2));
   CHECK(degenerate["degenerate"] == true);
   CHECK(degenerate["passing"].size() >= 1);
+}
+
+TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports the verdict in its exit status",
+          "[python][verifier]") {
+  ca::testing::ScratchDirectory scratch("eval-command");
+  const fs::path program = fs::path(CUDA_AGENT_BINARY_DIR) / "examples" / "cuda-agent" / "cuda-agent";
+  if (!fs::exists(program)) CUDA_AGENT_SKIP("the cuda-agent program was not built (CUDA_AGENT_BUILD_EXAMPLES off)");
+  const fs::path task = ca::testing::adversarial_directory() / "tasks" / "cpu" / "relu.py";
+  auto run = [&](const std::string& model_new, const std::string& name) {
+    const fs::path candidate = ca::testing::assemble_candidate(scratch.path() / name, model_new, "cpu");
+    ca::ProcessSpec spec;
+    spec.argv = {program.string(), "eval", task.string(), candidate.string(), "--device", "cpu", "--json",
+                 (scratch.path() / (name + ".json")).string(), "--quiet", "--python", CUDA_AGENT_PYTHON,
+                 "--cache-dir", ca::testing::compile_cache_directory().string()};
+    spec.environment = ca::Environment::from_current({"PATH", "HOME", "TMPDIR"});
+    spec.timeout = std::chrono::minutes(15);
+    return ca::run_process(spec);
+  };
+  const ca::ProcessResult correct = run(relu_with_extension, "correct");
+  INFO(correct.standard_output.text << correct.standard_error.text);
+  CHECK(correct.exit_code == 0);
+  CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 10 of 10 checks"));
+  std::ifstream stream(scratch.path() / "correct.json");
+  const nlohmann::json document = nlohmann::json::parse(stream);
+  CHECK(document["evaluation"]["correct"] == true);
+  CHECK(document["evaluation"]["verification"]["checks_passed"] == 10);
+
+  const ca::ProcessResult wrong = run(with_forward("        return cuda_extension.zeros_like(x)\n"), "wrong");
+  INFO(wrong.standard_output.text << wrong.standard_error.text);
+  CHECK(wrong.exit_code == 1);
+  CHECK_THAT(wrong.standard_output.text, Catch::Matchers::Contains("REJECTED (value_mismatch)"));
 }

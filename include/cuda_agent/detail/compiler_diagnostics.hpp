@@ -2,11 +2,11 @@
 #pragma once
 
 // Turns what g++, nvcc (its EDG front end, ptxas and the driver itself) and the linker
-// print into located diagnostics. Only the first line of each message is structured;
-// EDG's indented continuation lines ("argument types are: ...") are appended, because
-// the useful part of its messages often sits there. The raw log keeps everything else.
+// print into located diagnostics. EDG's indented continuation lines ("argument types
+// are: ...") are appended to the message, because the useful part of its messages often
+// sits there; echoed source and caret lines are not. The raw log keeps everything.
 
-#include <algorithm>    // find_if
+#include <algorithm>    // all_of, any_of
 #include <cctype>       // isdigit
 #include <cstddef>      // size_t
 #include <optional>     // optional
@@ -136,34 +136,41 @@ inline std::optional<Diagnostic> parse_linker(std::string_view line) {
 [[nodiscard]] inline std::vector<Diagnostic> parse_compiler_diagnostics(std::string_view output,
                                                                         std::string_view source_root = {},
                                                                         std::string_view unit = {}) {
-  std::vector<Diagnostic> found;
-  Diagnostic* last_edg = nullptr;
-  std::size_t continuation_lines = 0;
-  std::size_t start = 0;
-  while (start < output.size()) {
+  std::vector<std::string_view> lines;
+  for (std::size_t start = 0; start < output.size();) {
     std::size_t end = output.find('\n', start);
     if (end == std::string_view::npos) end = output.size();
-    const std::string_view line = output.substr(start, end - start);
+    lines.push_back(output.substr(start, end - start));
     start = end + 1;
+  }
+  auto is_caret = [](std::string_view line) {
+    const auto mark = line.find_first_not_of(' ');
+    return mark != std::string_view::npos && line[mark] == '^' && line.find_first_not_of(" ^~") == std::string_view::npos;
+  };
 
-    // EDG continues a message on lines indented by spaces.
-    if (last_edg != nullptr && !line.empty() && line[0] == ' ' && continuation_lines < 4) {
-      const std::string more = diagnostics::trimmed(line);
-      if (!more.empty() && more.rfind("detected during", 0) != 0) {
-        last_edg->message += "\n  " + more;
-        ++continuation_lines;
-        continue;
+  std::vector<Diagnostic> found;
+  for (std::size_t i = 0; i < lines.size(); ++i) {
+    std::optional<Diagnostic> diagnostic = diagnostics::parse_edg(lines[i]);
+    const bool from_edg = diagnostic.has_value();
+    if (!diagnostic) diagnostic = diagnostics::parse_gcc(lines[i]);
+    if (!diagnostic) diagnostic = diagnostics::parse_tool_line(lines[i], unit);
+    if (!diagnostic) diagnostic = diagnostics::parse_linker(lines[i]);
+    if (!diagnostic) continue;
+    if (from_edg) {
+      // EDG follows a message with indented lines: more of the message ("argument types
+      // are: ..."), the offending source line with a caret line under it, and
+      // instantiation context. Keep the first kind only.
+      std::size_t added = 0;
+      for (; i + 1 < lines.size() && !lines[i + 1].empty() && lines[i + 1][0] == ' '; ++i) {
+        const std::string_view next = lines[i + 1];
+        const bool echoed_source = i + 2 < lines.size() && is_caret(lines[i + 2]);
+        const std::string more = diagnostics::trimmed(next);
+        if (echoed_source || is_caret(next) || more.rfind("detected during", 0) == 0 || more.empty() || added == 4)
+          continue;
+        diagnostic->message += "\n  " + more;
+        ++added;
       }
     }
-    last_edg = nullptr;
-    continuation_lines = 0;
-
-    std::optional<Diagnostic> diagnostic = diagnostics::parse_edg(line);
-    const bool from_edg = diagnostic.has_value();
-    if (!diagnostic) diagnostic = diagnostics::parse_gcc(line);
-    if (!diagnostic) diagnostic = diagnostics::parse_tool_line(line, unit);
-    if (!diagnostic) diagnostic = diagnostics::parse_linker(line);
-    if (!diagnostic) continue;
     if (!source_root.empty() && diagnostic->file.substr(0, source_root.size()) == source_root)
       diagnostic->file.erase(0, source_root.size());
     if (diagnostic->file.substr(0, 2) == "./") diagnostic->file.erase(0, 2);
@@ -171,9 +178,7 @@ inline std::optional<Diagnostic> parse_linker(std::string_view line) {
       return seen.file == diagnostic->file && seen.line == diagnostic->line && seen.column == diagnostic->column &&
              seen.severity == diagnostic->severity && seen.message == diagnostic->message;
     });
-    if (duplicate) continue;
-    found.push_back(std::move(*diagnostic));
-    if (from_edg) last_edg = &found.back();
+    if (!duplicate) found.push_back(std::move(*diagnostic));
   }
   return found;
 }

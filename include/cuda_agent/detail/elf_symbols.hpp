@@ -63,9 +63,9 @@ template <class T>
     const auto link = read_at<std::uint32_t>(image, base + 0x28);
     const auto entry_size = read_at<std::uint64_t>(image, base + 0x38);
     if (!type || !offset || !size || !link || !entry_size) return std::nullopt;
-    if (*offset > image.size() || image.size() - *offset < *size) return std::nullopt;
     return Section{*type, *offset, *size, *link, *entry_size};
   };
+  auto inside = [&](const Section& each) { return each.offset <= image.size() && image.size() - each.offset >= each.size; };
 
   DynamicSymbols symbols;
   for (std::uint32_t index = 0; index < *section_count; ++index) {
@@ -73,7 +73,7 @@ template <class T>
     if (!table) return std::nullopt;
     if (table->type != 11 /* SHT_DYNSYM */) continue;
     const auto strings = section(table->link);
-    if (!strings || table->entry_size < 24) return std::nullopt;
+    if (!strings || !inside(*table) || !inside(*strings) || table->entry_size < 24) return std::nullopt;
     const std::string_view names = image.substr(strings->offset, strings->size);
     for (std::uint64_t at = table->entry_size; at + 24 <= table->size; at += table->entry_size) {
       const std::uint64_t entry = table->offset + at;

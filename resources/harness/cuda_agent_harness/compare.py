@@ -9,8 +9,6 @@ import math
 
 import torch
 
-from .tensorio import dtype_of
-
 #: The paper's tolerance (CUDA-Agent and KernelBench before v0.1): atol = rtol = 1e-2.
 PAPER = {"default": {"atol": 1e-2, "rtol": 1e-2}}
 #: KernelBench's current tolerance: fp32 (and fp64) 1e-4, half precision 1e-2.
@@ -200,7 +198,8 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict
         magnitude = e.abs()
         if magnitude.dtype.is_complex:
             magnitude = magnitude.real
-        relative = difference / magnitude.clamp_min(torch.finfo(difference.dtype).tiny)
+        # Relative to at least atol: near zero a relative error says nothing.
+        relative = difference / magnitude.clamp_min(max(atol, torch.finfo(difference.dtype).tiny))
         max_abs = float(difference.max())
         stats = {"max_abs_error": max_abs, "max_rel_error": float(relative.max()), "elements": expected.numel(),
                  "atol": atol, "rtol": rtol}

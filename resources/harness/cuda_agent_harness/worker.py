@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
+import math
 import os
 import select
 import signal
@@ -52,6 +53,22 @@ def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def json_safe(value):
+    """The value with every non-finite float replaced by its name ("nan", "inf", "-inf"):
+    JSON has no spelling for them, and the host's parser refuses Python's."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def encode(message: dict) -> bytes:
+    return (json.dumps(json_safe(message), allow_nan=False) + "\n").encode()
 
 
 def _write_all(fd: int, data: bytes) -> None:
@@ -137,7 +154,7 @@ class RequestContext:
 
     def emit(self, event: dict) -> None:
         """Sends an event to the host while the handler runs."""
-        _write_all(self._report_fd, (json.dumps({"event": event}) + "\n").encode())
+        _write_all(self._report_fd, encode({"event": event}))
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -186,7 +203,7 @@ class Worker:
         self.scrub = {path: set(_listdir(path)) for path in scrub}
 
     def reply(self, message: dict) -> None:
-        _write_all(self.replies_fd, (json.dumps(message) + "\n").encode())
+        _write_all(self.replies_fd, encode(message))
 
     def next_request(self) -> dict | None:
         while not self.pending:
@@ -329,13 +346,13 @@ class Worker:
             sys.stderr = open(2, "w", buffering=1, closefd=False)
             context = RequestContext(request_id, report_w, deadline, self.device, self.role)
             result = function(request.get("args") or {}, context)
-            _write_all(report_w, (json.dumps({"result": result}) + "\n").encode())
+            _write_all(report_w, encode({"result": result}))
             code = 0
         except BaseException as exception:  # the child reports everything and always ends here
             try:
                 message = {"error": {"type": type(exception).__name__, "message": str(exception),
                                      "traceback": traceback.format_exc(limit=20)}}
-                _write_all(report_w, (json.dumps(message) + "\n").encode())
+                _write_all(report_w, encode(message))
             except BaseException:
                 pass
         finally:
