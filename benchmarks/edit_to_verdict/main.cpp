@@ -104,6 +104,7 @@ double median(std::vector<double> values) {
 }  // namespace
 
 int main(int argc, char** argv) try {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // progress shows as it happens, also in log files
   const Arguments arguments = parse(argc, argv);
   const bool gpu = arguments.device == "cuda";
   const fs::path task_directory = fs::path(CUDA_AGENT_SOURCE_DIR) / "benchmarks" / "edit_to_verdict" / "task";
