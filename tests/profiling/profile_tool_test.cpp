@@ -94,6 +94,23 @@ TEST_CASE("the Profile tool tables the top kernels of reference and candidate", 
   CHECK_THAT(result.content, Catch::Matchers::Contains("share"));
   CHECK_THAT(result.content, Catch::Matchers::Contains("aten::mul"));  // CPU operators on a machine without GPU
 
+  // With a timing profiler, the candidate is also timed against the baselines.
+  ca::HarnessProfilerOptions timing_options = ca::testing::quick_cpu_timing();
+  timing_options.python = CUDA_AGENT_PYTHON;
+  timing_options.harness_directory = tool_options().harness_directory;
+  timing_options.time_compile = false;
+  timing_options.environment.set("OMP_NUM_THREADS", "1");
+  timing_options.extra_allowed_operations = {"mul", "add", "relu", "clamp_min"};
+  ca::HarnessProfiler profiler(timing_options, ca::testing::UnconfinedTestSandbox{});
+  const ca::Task task = ca::testing::fixture_task();
+  ca::ProfileTool timed_tool(sandbox, tool_options(), &profiler, &task);
+  const ca::ToolResult timed = timed_tool.invoke({{"target", "candidate"}, {"top", 2}}, context);
+  INFO(timed.content);
+  CHECK_FALSE(timed.is_error);
+  CHECK_THAT(timed.content, Catch::Matchers::Contains("Timing against the baselines"));
+  CHECK_THAT(timed.content, Catch::Matchers::Contains("vs eager"));
+  CHECK(timed.metadata["timing"]["versus_eager"].is_object());
+
   std::filesystem::remove(workspace.path() / "model_new.py");
   const ca::ToolResult missing = tool.invoke({{"target", "candidate"}}, context);
   CHECK(missing.is_error);

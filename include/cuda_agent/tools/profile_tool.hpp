@@ -58,8 +58,9 @@ class ProfileTool {
            "- target: \"reference\", \"candidate\" or \"both\" (default). The candidate must be compiled first.\n"
            "- compile: also profile torch.compile of the reference (the baseline to beat; slow the first time).\n"
            "- timing: also time the candidate against eager and torch.compile in interleaved rounds and report "
-           "speedups with confidence intervals and verdicts (FASTER needs the whole interval at least 5% faster). "
-           "Informational: the reward comes from the final trusted evaluation.\n"
+           "speedups with confidence intervals and verdicts (FASTER needs the whole interval at least 5% faster); "
+           "on by default for the candidate where this environment can time. Informational: the reward comes "
+           "from the final trusted evaluation.\n"
            "- top: how many kernels to list per model (default 15).";
   }
 
@@ -85,8 +86,9 @@ class ProfileTool {
       return ToolResult::error("Error: top must be an integer between 1 and 100.");
     const int top = std::clamp(arguments.value("top", 15), 1, 100);
     const bool compile = arguments.value("compile", false);
-    const bool timing = arguments.value("timing", false);
-    if (timing && (timing_ == nullptr || task_ == nullptr))
+    const bool timing_available = timing_ != nullptr && task_ != nullptr;
+    const bool timing = arguments.value("timing", timing_available && target != "reference");
+    if (timing && !timing_available)
       return ToolResult::error("Error: timing is not available in this environment; profile kernels without it.");
 
     Command command;
