@@ -120,6 +120,7 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=210.0, help="shared out over the tasks; see above")
     parser.add_argument("--prewarm-only", action="store_true", help="fill the compile caches, then exit")
     parser.add_argument("--workers", type=int, default=6, help="parallel processes for --prewarm-only")
+    parser.add_argument("--also", nargs="*", default=[], help="more task files for --prewarm-only")
     parser.add_argument("--min-tasks", type=int, default=15)
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--judge", default=None)
@@ -134,7 +135,7 @@ def main() -> int:
         print("error: task files not found: " + ", ".join(missing), file=sys.stderr)
         return 2
     if arguments.prewarm_only:
-        problems = benchlib.prewarm_compile(task_paths, device, arguments.compile_backend, "default", arguments.workers)
+        problems = benchlib.prewarm_compile(task_paths + list(arguments.also), device, arguments.compile_backend, "default", arguments.workers)
         for problem in problems:
             print(f"warning: prewarm: {problem} (its session compiles live)")
         return 0
