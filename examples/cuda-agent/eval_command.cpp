@@ -2,11 +2,15 @@
 // `cuda-agent eval`: the trusted evaluation of one candidate, as the reward sees it.
 #include <cuda_agent/bubblewrap_sandbox.hpp>
 #include <cuda_agent/compile_driver.hpp>
+#include <cuda_agent/harness_profiler.hpp>
 #include <cuda_agent/harness_verifier.hpp>
 #include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/profile_report.hpp>
+#include <cuda_agent/reward_policies.hpp>
 #include <cuda_agent/task_loader.hpp>
 #include <cuda_agent/trusted_evaluator.hpp>
 #include <cuda_agent/verification_summary.hpp>
+#include <cuda_agent/worker_timing_launcher.hpp>
 
 #include <chrono>      // seconds, milliseconds
 #include <cstdint>     // uint32_t
@@ -33,8 +37,10 @@ constexpr const char* eval_help = R"(usage: cuda-agent eval <task> <candidate-di
 
 Evaluates a candidate the way its reward is computed: its sources (model_new.py and
 kernels/, nothing else) are copied into a fresh directory, checked statically, built with
-the compile driver and verified against the task's reference by the sandboxed evaluation
-harness. Prints a summary; --json writes the full result.
+the compile driver, verified against the task's reference by the sandboxed evaluation
+harness, and, when correct, timed against eager PyTorch and torch.compile (interleaved
+rounds; speedups with confidence intervals and FASTER/SLOWER/SAME/AMBIGUOUS verdicts).
+Prints a summary with the reward; --json writes the full result.
 
 arguments:
   <task>            a KernelBench problem file (.py) or a workspace directory with model.py
@@ -53,9 +59,17 @@ options:
   --mode eval|train     the module state of Model and ModelNew (default eval)
   --no-static-checks    skip the scans of model_new.py and the C++ sources
   --timeout SECONDS     limit of the verification (default 300)
+  --no-profile          skip the timing (the reward is then at most 1)
+  --reward NAME         milestone (the paper's -1/1/2/3, default) or speedup (raw speedup
+                        over torch.compile)
+  --threshold FRACTION  how much faster FASTER means (default 0.05)
+  --timing-seconds S    time for the interleaved timing rounds (default 5)
+  --compile-mode MODE   torch.compile mode of the baseline (default "default")
   --python PATH         Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)
   --cache-dir DIR       the compile driver's object cache (default: see the compile driver)
-  --work-dir DIR        keep the evaluation's files (copies, build, harness) under DIR
+  --work-dir DIR        keep the evaluation's files (copies, build, harness) under DIR; the
+                        baseline timings are cached there too, so later runs with the same
+                        DIR skip compiling the reference
   --gpu N               the GPU to use (device minor, default 0)
   --unconfined          build and run WITHOUT bubblewrap (ProcessSandbox); for trusted code only
   --quiet               no progress lines
@@ -83,6 +97,11 @@ struct EvalOptions {
   int gpu = 0;
   bool unconfined = false;
   bool quiet = false;
+  bool profile = true;
+  std::string reward = "milestone";
+  double threshold = 0.05;
+  double timing_seconds = 5.0;
+  std::string compile_mode = "default";
 };
 
 class UsageError : public std::runtime_error {
@@ -101,6 +120,19 @@ int to_int(const std::string& option, const std::string& text, int low, int high
   if (used != text.size() || value < low || value > high)
     throw UsageError(option + " expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
                      ", not '" + text + "'");
+  return value;
+}
+
+double to_fraction(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(value > 0 && value < 1))
+    throw UsageError(option + " expects a fraction between 0 and 1 (0.05 for 5%), not '" + text + "'");
   return value;
 }
 
@@ -168,6 +200,18 @@ EvalOptions parse(std::span<const std::string> arguments) {
       options.unconfined = true;
     } else if (argument == "--quiet") {
       options.quiet = true;
+    } else if (argument == "--no-profile") {
+      options.profile = false;
+    } else if (argument == "--reward") {
+      options.reward = value();
+      if (options.reward != "milestone" && options.reward != "speedup")
+        throw UsageError("--reward is milestone or speedup, not '" + options.reward + "'");
+    } else if (argument == "--threshold") {
+      options.threshold = to_fraction(argument, value());
+    } else if (argument == "--timing-seconds") {
+      options.timing_seconds = to_int(argument, value(), 1, 3600);
+    } else if (argument == "--compile-mode") {
+      options.compile_mode = value();
     } else if (!argument.empty() && argument[0] == '-') {
       throw UsageError("unknown option " + argument);
     } else {
@@ -231,14 +275,36 @@ void print_summary(const Task& task, const EvalOptions& options, const Evaluatio
     if (evaluation.verification->duration.count() > 0)
       out << "           (" << fixed(seconds(evaluation.verification->duration)) << " s)\n";
   }
+  if (evaluation.profile) {
+    std::string text = describe_profile(*evaluation.profile);
+    std::string indented;
+    for (std::size_t start = 0; start < text.size();) {
+      const std::size_t end = text.find('\n', start);
+      if (end == start) break;
+      indented += (start == 0 ? "" : "           ") + text.substr(start, end - start) + "\n";
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    out << "profile    " << indented;
+  }
   out << "result     " << (evaluation.correct() ? "CORRECT" : "NOT CORRECT") << "\n";
+}
+
+Reward reward_of(const EvalOptions& options, const Evaluation& evaluation) {
+  if (options.reward == "speedup") return SpeedupReward{}.reward(evaluation);
+  return MilestoneReward{}.reward(evaluation);
 }
 
 template <Sandbox S>
 Evaluation evaluate_with(std::shared_ptr<CompileDriver<S>> compiler, HarnessOptions harness, VerificationPolicy policy,
-                         TrustedEvaluatorOptions evaluator_options, const Task& task, const std::filesystem::path& candidate) {
-  TrustedEvaluator<HarnessVerifier, S> evaluator(std::move(compiler), HarnessVerifier(std::move(harness), std::move(policy)),
-                                                 std::nullopt, std::move(evaluator_options));
+                         TrustedEvaluatorOptions evaluator_options, std::optional<HarnessProfilerOptions> timing,
+                         const Task& task, const std::filesystem::path& candidate) {
+  // One pair of warm workers verifies and then times (the profiler borrows the verifier's).
+  auto verifier = std::make_shared<HarnessVerifier>(std::move(harness), std::move(policy));
+  std::optional<AnyProfiler> profiler;
+  if (timing) profiler.emplace(HarnessProfiler(std::move(*timing), WorkerTimingLauncher(verifier)));
+  TrustedEvaluator<SharedVerifier<HarnessVerifier>, S> evaluator(
+      std::move(compiler), SharedVerifier<HarnessVerifier>(verifier), std::move(profiler), std::move(evaluator_options));
   return evaluator.evaluate(task, candidate);
 }
 
@@ -312,22 +378,38 @@ int eval_command(std::span<const std::string> arguments) {
     compile.sandbox_user = std::make_pair(identity.uid, identity.gid);
   }
 
+  std::optional<HarnessProfilerOptions> timing;
+  if (options.profile) {
+    timing.emplace();
+    timing->device = options.device;
+    timing->device_index = options.gpu;
+    timing->compile_mode = options.compile_mode;
+    timing->budget.seconds = options.timing_seconds;
+    timing->statistics.threshold = options.threshold;
+    timing->baseline_cache_directory = work / "baselines";  // kept in the reference worker's scratch
+    timing->extra_allowed_operations = policy.extra_allowed_operations;
+  }
+
   Evaluation evaluation;
   if (options.unconfined) {
     std::cerr << "cuda-agent eval: --unconfined: the candidate is built and run WITHOUT a sandbox\n";
     evaluation = evaluate_with(std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(build_sandbox), compile),
-                               harness, policy, evaluator_options, task, options.candidate);
+                               harness, policy, evaluator_options, timing, task, options.candidate);
   } else {
     evaluation = evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(make_default_sandbox(build_sandbox), compile),
-                               harness, policy, evaluator_options, task, options.candidate);
+                               harness, policy, evaluator_options, timing, task, options.candidate);
   }
 
   print_summary(task, options, evaluation, std::cout);
+  const Reward reward = reward_of(options, evaluation);
+  std::cout << describe_reward(reward, options.reward) << "\n";
   if (options.json) {
     nlohmann::json document = {{"task", {{"name", task.name}, {"content_hash", task.content_hash()}, {"metadata", task.metadata}}},
                                {"candidate", std::filesystem::absolute(options.candidate).string()},
                                {"device", options.device},
                                {"evaluation", evaluation},
+                               {"reward", {{"policy", options.reward}, {"value", reward.value}, {"label", reward.label},
+                                           {"explanation", reward.explanation}}},
                                {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
     const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (*options.json == "-") {

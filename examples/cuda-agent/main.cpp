@@ -22,7 +22,7 @@ struct Subcommand {
 
 const std::vector<Subcommand>& subcommands() {
   static const std::vector<Subcommand> table = {
-      {"eval", "evaluate a candidate the trusted way: static checks, build, verification", cuda_agent::cli::eval_command},
+      {"eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward", cuda_agent::cli::eval_command},
   };
   return table;
 }

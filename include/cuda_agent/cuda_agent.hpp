@@ -32,6 +32,12 @@
 #include "cuda_agent/verifier.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
+#include "cuda_agent/reward_policies.hpp"
+#include "cuda_agent/timing_statistics.hpp"
+#include "cuda_agent/harness_profiler.hpp"
+#include "cuda_agent/worker_timing_launcher.hpp"
+#include "cuda_agent/profile_report.hpp"
+#include "cuda_agent/tools/profile_tool.hpp"
 #include "cuda_agent/evaluator.hpp"
 
 #include "cuda_agent/tools/tools.hpp"

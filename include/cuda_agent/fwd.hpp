@@ -116,6 +116,29 @@ class AnyVerifier;
 class AnyProfiler;
 class AnyRewardPolicy;
 
+// timing_statistics.hpp
+struct SpeedupOptions;
+class SeededGenerator;
+enum class SamplePairing;
+struct RatioOfMedians;
+
+// harness_profiler.hpp
+struct TimingBudget;
+struct HarnessProfilerOptions;
+class HarnessProfiler;
+struct TimingSessionOutcome;
+class ProcessTimingLauncher;
+
+// worker_timing_launcher.hpp
+class WorkerTimingLauncher;
+
+// tools/profile_tool.hpp
+struct ProfileToolOptions;
+
+// reward_policies.hpp
+class MilestoneReward;
+class SpeedupReward;
+
 // evaluator.hpp
 class AnyEvaluator;
 

@@ -19,6 +19,8 @@ HANDLER_MODULES = [
     "cuda_agent_harness.reference",
     "cuda_agent_harness.candidate",
     "cuda_agent_harness.audit",
+    "cuda_agent_harness.timing_session",
+    "cuda_agent_harness.kernel_table",
 ]
 
 _handlers: dict[str, Callable] = {}
