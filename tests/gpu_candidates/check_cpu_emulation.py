@@ -31,7 +31,7 @@ import math
 import pathlib
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
@@ -136,7 +136,7 @@ def sgemm(transa: str, transb: str, m: int, n: int, k: int, alpha: float, a: np.
     """cublasSgemm on flat float32 buffers: C(m x n) = alpha op(A) op(B) + beta C, column-major."""
     op_a = column_major(a, m, k, lda) if transa == "N" else column_major(a, k, m, lda).T
     op_b = column_major(b, k, n, ldb) if transb == "N" else column_major(b, n, k, ldb).T
-    result = alpha * (np.ascontiguousarray(op_a) @ np.ascontiguousarray(op_b))
+    result = alpha * (op_a @ op_b)
     target = column_major(c, m, n, ldc)
     if beta != 0:
         result = result + beta * target
@@ -496,6 +496,25 @@ def emulate_conv_min_tanh(model, inputs, broken):
     return torch.from_numpy(y[:, :, :out_h, :out_w].astype(F32))
 
 
+def emulate_conv_min_tanh_unchecked_store(model, inputs):
+    """broken_boundary: every thread of the grid stores, including those past the output edge.
+    Stores to the same address are ordered by block launch order (bz, by, bx), the order in
+    which equal-work blocks usually finish; stores past the end of the tensor are dropped."""
+    x = numpy_of(inputs[0])
+    tile_w, tile_h = 32, 8
+    acc, out_h, out_w = direct_conv_tiles(x, numpy_of(model.conv.weight), numpy_of(model.conv.bias), tile_w, tile_h)
+    value = np.tanh(np.tanh(acc.min(axis=1))).astype(F32)  # (batch, grid_h, grid_w)
+    batch, grid_h, grid_w = value.shape
+    n, oy, ox = np.meshgrid(np.arange(batch), np.arange(grid_h), np.arange(grid_w), indexing="ij")
+    flat = ((n * out_h + oy) * out_w + ox).ravel()
+    block = ((n * (grid_h // tile_h) + oy // tile_h) * (grid_w // tile_w) + ox // tile_w).ravel()
+    order = np.argsort(block, kind="stable")
+    y = np.full(batch * out_h * out_w, np.nan, dtype=F32)
+    inside = flat[order] < y.size
+    y[flat[order][inside]] = value.ravel()[order][inside]  # NumPy keeps the last of repeated stores
+    return torch.from_numpy(y.reshape(batch, 1, out_h, out_w))
+
+
 def emulate_conv_gelu_pool(model, inputs, broken):
     x = numpy_of(inputs[0])
     tile_w, tile_h, blocks_per_image = 32, 8, 8
@@ -527,6 +546,196 @@ def emulate_matmul_scale_residual(model, inputs, broken):
     return torch.from_numpy((v * s + v).astype(F32))
 
 
+# --- level 3 ------------------------------------------------------------------------------------
+
+
+def mlp_layers(model, x, relu_for, epilogue_rows):
+    """Per layer: linear_product (cuBLAS) then the bias (+ReLU) epilogue on `epilogue_rows` rows."""
+    linears = [layer for layer in model.network if isinstance(layer, torch.nn.Linear)]
+    activation = numpy_of(x)
+    m = activation.shape[0]
+    for index, layer in enumerate(linears):
+        w, b = numpy_of(layer.weight), numpy_of(layer.bias)
+        n, k = w.shape
+        y = linear_product(activation, w, m, n, k)
+        rows = epilogue_rows(m)
+        y[:rows] += b
+        if relu_for(index, len(linears)):
+            y[:rows] = np.maximum(y[:rows], F32(0))
+        activation = y
+    return torch.from_numpy(activation)
+
+
+def emulate_mlp(model, inputs, broken):
+    relu_for = (lambda i, n: i < n) if broken else (lambda i, n: i + 1 < n)
+    return mlp_layers(model, inputs[0], relu_for, lambda m: m)
+
+
+def emulate_shallow_wide_mlp(model, inputs, broken):
+    return mlp_layers(model, inputs[0], lambda i, n: i + 1 < n, (lambda m: m - 1) if broken else (lambda m: m))
+
+
+def emulate_deep_narrow_mlp(model, inputs, broken):
+    relu_for = (lambda i, n: i + 2 < n) if broken else (lambda i, n: i + 1 < n)
+    return mlp_layers(model, inputs[0], relu_for, lambda m: m)
+
+
+def lenet_conv_relu_pool(x, weight, bias, channels_last_store):
+    """conv_relu_pool_kernel: per pooled output, max over the 2x2 window of conv + bias, then ReLU,
+    stored at the NCHW flat index (or, broken, at the NHWC index of the same output)."""
+    batch, _, height, width = x.shape
+    kernel = weight.shape[2]
+    out_channels = weight.shape[0]
+    pooled_h, pooled_w = (height - kernel + 1) // 2, (width - kernel + 1) // 2
+    py, px = np.arange(pooled_h), np.arange(pooled_w)
+    best = np.full((batch, out_channels, pooled_h, pooled_w), -np.inf, dtype=F32)
+    for dy in range(2):
+        for dx in range(2):
+            oy, ox = 2 * py + dy, 2 * px + dx
+            acc = np.broadcast_to(bias[None, :, None, None], best.shape).astype(F32).copy()
+            for ky in range(kernel):
+                for kx in range(kernel):
+                    patch = x[:, :, (oy + ky)[:, None], (ox + kx)[None, :]]
+                    acc += np.einsum("oc,nchw->nohw", weight[:, :, ky, kx], patch, dtype=F32)
+            best = np.maximum(best, acc)
+    value = np.where(best < 0, F32(0), best)
+    out = np.full(value.size, np.nan, dtype=F32)
+    n, c, y, xx = np.meshgrid(*(np.arange(d) for d in value.shape), indexing="ij")
+    if channels_last_store:
+        index = ((n * pooled_h + y) * pooled_w + xx) * out_channels + c
+    else:
+        index = ((n * out_channels + c) * pooled_h + y) * pooled_w + xx
+    out[index.ravel()] = value.ravel()
+    return out.reshape(value.shape)
+
+
+def emulate_lenet(model, inputs, broken):
+    x = numpy_of(inputs[0])
+    pooled1 = lenet_conv_relu_pool(x, numpy_of(model.conv1.weight), numpy_of(model.conv1.bias), broken)
+    pooled2 = lenet_conv_relu_pool(pooled1, numpy_of(model.conv2.weight), numpy_of(model.conv2.bias), broken)
+    activation = pooled2.reshape(x.shape[0], -1)
+    layers = [model.fc1, model.fc2, model.fc3]
+    for index, layer in enumerate(layers):
+        w, b = numpy_of(layer.weight), numpy_of(layer.bias)
+        y = linear_product(activation, w, activation.shape[0], w.shape[0], w.shape[1]) + b
+        activation = np.maximum(y, F32(0)) if index + 1 < len(layers) else y
+    return torch.from_numpy(activation.astype(F32))
+
+
+def emulate_relu_attention(model, inputs, broken):
+    x = numpy_of(inputs[0])
+    batch, seq_len, embed = x.shape
+    heads = model.n_head
+    head_dim, tile = embed // heads, 64
+    rows = batch * seq_len
+    qkv = linear_product(x.reshape(rows, embed), numpy_of(model.c_attn.weight), rows, 3 * embed, embed)
+    qkv = (qkv + numpy_of(model.c_attn.bias)).reshape(batch, seq_len, 3 * embed)
+    scale = F32(1.0 / math.sqrt(head_dim))
+    y = np.full((batch, seq_len, embed), np.nan, dtype=F32)
+    tiles = ceil_div(seq_len, tile)
+    local = np.arange(tile)
+    for b in range(batch):
+        for h in range(heads):
+            q_all = qkv[b, :, h * head_dim:(h + 1) * head_dim]
+            k_all = qkv[b, :, embed + h * head_dim:embed + (h + 1) * head_dim]
+            v_all = qkv[b, :, 2 * embed + h * head_dim:2 * embed + (h + 1) * head_dim]
+            for qt in range(tiles):
+                q0 = qt * tile
+                out = np.zeros((tile, head_dim), dtype=F32)
+                q = np.zeros((tile, head_dim), dtype=F32)
+                q[:min(tile, seq_len - q0)] = q_all[q0:q0 + tile]
+                for kt in range(qt + 1):
+                    k0 = kt * tile
+                    k = np.zeros((tile, head_dim), dtype=F32)
+                    v = np.zeros((tile, head_dim), dtype=F32)
+                    k[:min(tile, seq_len - k0)] = k_all[k0:k0 + tile]
+                    v[:min(tile, seq_len - k0)] = v_all[k0:k0 + tile]
+                    s = (q @ k.T) * scale
+                    query = q0 + local[:, None]
+                    key = k0 + local[None, :]
+                    masked = key >= query if broken else key > query
+                    s = np.where(masked | (s < 0), F32(0), s)
+                    out += s @ v
+                valid = min(tile, seq_len - q0)
+                y[b, q0:q0 + valid, h * head_dim:(h + 1) * head_dim] = out[:valid]
+    return torch.from_numpy(y)
+
+
+def layer_norm_rows(x, weight, bias, eps):
+    """layer_norm_rows_kernel: one warp per row, mean then variance of (x - mean), affine."""
+    mean = x.mean(axis=1, dtype=F32, keepdims=True)
+    variance = ((x - mean) ** 2).mean(axis=1, dtype=F32, keepdims=True)
+    return ((x - mean) * (F32(1) / np.sqrt(variance + F32(eps))) * weight + bias).astype(F32)
+
+
+def flash_causal_attention(qkv, batch, seq_len, embed, heads, bug=None):
+    """causal_attention_kernel tile by tile: running max / sum per query row, rescaling of the
+    accumulators, probabilities of the tile, p @ V. bug: None, "no_rescale" (the accumulators
+    are not rescaled when the running max moves) or "skip_diagonal" (key tiles kt < qt only)."""
+    head_dim, tile = embed // heads, 64
+    scale = F32(1.0 / math.sqrt(head_dim))
+    tiles = ceil_div(seq_len, tile)
+    local = np.arange(tile)
+    qkv = qkv.reshape(batch, seq_len, 3 * embed)
+    y = np.full((batch, seq_len, embed), np.nan, dtype=F32)
+    for qt in range(tiles):
+        q0 = qt * tile
+        valid = min(tile, seq_len - q0)
+        # all (batch, head) pairs at once: (batch, heads, tile, head_dim)
+        def part(offset, first, count):
+            block = np.zeros((batch, heads, tile, head_dim), dtype=F32)
+            rows = qkv[:, first:first + count, offset:offset + embed].reshape(batch, count, heads, head_dim)
+            block[:, :, :count] = rows.transpose(0, 2, 1, 3)
+            return block
+        q = part(0, q0, valid)
+        out = np.zeros((batch, heads, tile, head_dim), dtype=F32)
+        running_max = np.full((batch, heads, tile, 1), -np.inf, dtype=F32)
+        running_sum = np.zeros((batch, heads, tile, 1), dtype=F32)
+        last_key_tile = qt if bug == "skip_diagonal" else qt + 1
+        for kt in range(last_key_tile):
+            k0 = kt * tile
+            keys = min(tile, seq_len - k0)
+            k, v = part(embed, k0, keys), part(2 * embed, k0, keys)
+            s = np.einsum("bhqd,bhkd->bhqk", q, k, dtype=F32)
+            masked = ((k0 + local)[None, :] > (q0 + local)[:, None]) | ((k0 + local)[None, :] >= seq_len)
+            s = np.where(masked, -np.inf, s * scale).astype(F32)
+            new_max = np.maximum(running_max, s.max(axis=-1, keepdims=True))
+            reference = np.where(new_max == -np.inf, F32(0), new_max)
+            p = np.exp(s - reference).astype(F32)
+            with np.errstate(invalid="ignore"):
+                rescale = np.exp(running_max - reference).astype(F32)
+            running_sum = running_sum * rescale + p.sum(axis=-1, keepdims=True, dtype=F32)
+            if bug != "no_rescale":
+                out = out * rescale
+            running_max = new_max
+            out = out + np.einsum("bhqk,bhkd->bhqd", p, v, dtype=F32)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            result = (out * (F32(1) / running_sum)).astype(F32)
+        y[:, q0:q0 + valid] = result[:, :, :valid].transpose(0, 2, 1, 3).reshape(batch, valid, embed)
+    return y.reshape(batch * seq_len, embed)
+
+
+def emulate_mini_gpt_block(model, inputs, broken, bug="no_rescale"):
+    x = numpy_of(inputs[0])
+    batch, seq_len, embed = x.shape
+    rows = batch * seq_len
+    tokens = x.reshape(rows, embed)
+    attention = model.attn
+    normed_1 = layer_norm_rows(tokens, numpy_of(model.ln_1.weight), numpy_of(model.ln_1.bias), model.ln_1.eps)
+    qkv = linear_product(normed_1, numpy_of(attention.c_attn.weight), rows, 3 * embed, embed)
+    qkv = qkv + numpy_of(attention.c_attn.bias)
+    attended = flash_causal_attention(qkv, batch, seq_len, embed, attention.n_head, bug if broken else None)
+    hidden = linear_product(attended, numpy_of(attention.c_proj.weight), rows, embed, embed)
+    hidden = tokens + (hidden + numpy_of(attention.c_proj.bias))
+    normed_2 = layer_norm_rows(hidden, numpy_of(model.ln_2.weight), numpy_of(model.ln_2.bias), model.ln_2.eps)
+    expanded = linear_product(normed_2, numpy_of(model.mlp.c_fc.weight), rows, 4 * embed, embed)
+    v = expanded + numpy_of(model.mlp.c_fc.bias)
+    expanded = (F32(0.5) * v * (F32(1) + np.tanh(F32(0.7978845608028654) * (v + F32(0.044715) * v * v * v)))).astype(F32)
+    out = linear_product(expanded, numpy_of(model.mlp.c_proj.weight), rows, embed, 4 * embed)
+    out = hidden + (out + numpy_of(model.mlp.c_proj.bias))
+    return torch.from_numpy(out.astype(F32).reshape(batch, seq_len, embed))
+
+
 # ---------------------------------------------------------------------------------------------
 # The task table.
 
@@ -537,6 +746,8 @@ class Check:
     stem: str
     emulate: Callable
     batch: dict  # module-level constants overridden before get_inputs() (smaller batch only)
+    # Further broken variants (name -> emulation taking (model, inputs)); they must be rejected too.
+    extra: dict = field(default_factory=dict)
 
 
 CHECKS = [
@@ -553,9 +764,16 @@ CHECKS = [
     Check("level2", "45_Gemm_Sigmoid_LogSumExp", emulate_gemm_sigmoid_logsumexp, {"batch_size": 256}),
     Check("level2", "57_Conv2d_ReLU_HardSwish", emulate_conv_relu_hardswish, {"batch_size": 4}),
     Check("level2", "71_Conv2d_Divide_LeakyReLU", emulate_conv_divide_leaky_relu, {"batch_size": 4}),
-    Check("level2", "25_Conv2d_Min_Tanh_Tanh", emulate_conv_min_tanh, {"batch_size": 2}),
+    Check("level2", "25_Conv2d_Min_Tanh_Tanh", emulate_conv_min_tanh, {"batch_size": 2},
+          {"broken_boundary": emulate_conv_min_tanh_unchecked_store}),
     Check("level2", "67_Conv2d_GELU_GlobalAvgPool", emulate_conv_gelu_pool, {"batch_size": 4}),
     Check("level2", "40_Matmul_Scaling_ResidualAdd", emulate_matmul_scale_residual, {"batch_size": 16}),
+    Check("level3", "1_MLP", emulate_mlp, {"batch_size": 16}),
+    Check("level3", "2_ShallowWideMLP", emulate_shallow_wide_mlp, {"batch_size": 4}),
+    Check("level3", "3_DeepNarrowMLP", emulate_deep_narrow_mlp, {"batch_size": 64}),
+    Check("level3", "4_LeNet5", emulate_lenet, {"batch_size": 256}),
+    Check("level3", "50_ReLUSelfAttention", emulate_relu_attention, {"batch_size": 2}),
+    Check("level3", "44_MiniGPTBlock", emulate_mini_gpt_block, {"batch_size": 2}),
 ]
 
 
@@ -598,10 +816,15 @@ def run_check(check: Check, seed: int) -> bool:
         detail = f"max abs err {float(error.max()):.2e}, max rel err {float((error / scale.clamp_min(1e-6)).max()):.2e} (strict 1e-4 {strict})"
     else:
         detail = "shape differs"
-    ok = correct_problem is None and broken_problem is not None
+    extra_problems = {}
+    with torch.no_grad():
+        for variant, emulate in check.extra.items():
+            extra_problems[variant] = first_mismatch(emulate(model, inputs), reference, 1e-2, 1e-2)
+    ok = correct_problem is None and broken_problem is not None and all(extra_problems.values())
     print(f"{'PASS' if ok else 'FAIL'} {name} [{time.monotonic() - started:.1f} s, |ref| mean {float(reference.abs().mean()):.3g}]")
-    print(f"     correct: {'matches at 1e-2' if correct_problem is None else 'MISMATCH: ' + correct_problem}; {detail}")
-    print(f"     broken:  {'rejected: ' + broken_problem if broken_problem else 'NOT DETECTED (matches at 1e-2)'}")
+    print(f"     {'correct:':<17}{'matches at 1e-2' if correct_problem is None else 'MISMATCH: ' + correct_problem}; {detail}")
+    for variant, problem in [("broken", broken_problem), *extra_problems.items()]:
+        print(f"     {variant + ':':<17}{'rejected: ' + problem if problem else 'NOT DETECTED (matches at 1e-2)'}")
     return ok
 
 
