@@ -11,6 +11,7 @@
 #include "cuda_agent/message.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/task.hpp"
+#include "cuda_agent/task_loader.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/trajectory.hpp"
@@ -22,3 +23,8 @@
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
+
+#include "cuda_agent/candidate_files.hpp"
+#include "cuda_agent/library_policy.hpp"
+#include "cuda_agent/compile_driver.hpp"
+#include "cuda_agent/tools/compile_tool.hpp"

@@ -51,6 +51,9 @@ struct CompileResult {
   /// Translation units compiled now, and those taken from the object cache.
   std::size_t objects_compiled = 0;
   std::size_t objects_reused = 0;
+  /// Toolchain, per-file timings and cache use, precompiled header, link: for reports
+  /// and for finding out where build time goes.
+  nlohmann::json details = nlohmann::json::object();
 };
 
 /// Why a candidate was not accepted. Stable identifiers: they appear in JSON results,
@@ -285,7 +288,8 @@ inline void to_json(nlohmann::json& out, const CompileResult& result) {
          {"duration_ms", detail::milliseconds_of(result.duration)},
          {"module_path", result.module_path.string()},
          {"objects_compiled", result.objects_compiled},
-         {"objects_reused", result.objects_reused}};
+         {"objects_reused", result.objects_reused},
+         {"details", result.details}};
 }
 
 inline void to_json(nlohmann::json& out, const Rejection& rejection) {

@@ -78,4 +78,25 @@ class AnyRewardPolicy;
 // evaluator.hpp
 class AnyEvaluator;
 
+// task_loader.hpp
+class TaskLoadError;
+struct ConstructorParameter;
+struct ReferenceModule;
+
+// candidate_files.hpp
+struct CandidateSources;
+
+// library_policy.hpp
+struct LibraryPolicy;
+
+// compile_driver.hpp
+class CompileDriverError;
+struct CompileOptions;
+struct Toolchain;
+struct SandboxRequirements;
+// CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
+
+// tools/compile_tool.hpp
+struct CompileToolOptions;
+
 }  // namespace cuda_agent
