@@ -12,12 +12,13 @@
 # variant rejected for a reason other than the manifest expects, or a `likely` one (race,
 # out-of-range write) that was accepted, is reported as a warning.
 #
-# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
+# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-l] [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
 #   CUDA_AGENT   the cuda-agent binary (its `eval` subcommand is used)
 #   FILTER       only tasks whose "level/task" contains one of these strings
 #   -j JOBS      evaluations of light tasks run at once (default 4): their builds overlap on the CPUs
 #   -J HEAVY     evaluations of heavy tasks (inputs of 0.8 to 2.1 G floats, up to ~30 GiB of GPU
 #                memory each) run at once, next to the light ones (default 1)
+#   -l           light tasks only (skips the five heavy level-1 tasks)
 #   -o OUT_DIR   where the JSON results and logs go (default: a new directory under /tmp)
 #   -t SECONDS   time limit per evaluation (default 900)
 # Extra arguments for every `cuda-agent eval` call can be given in CUDA_AGENT_EVAL_ARGS
@@ -34,10 +35,12 @@ jobs=4
 heavy_jobs=1
 out=""
 time_limit=900
+light_only=0
 
-usage() { sed -n '2,28p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-while getopts "j:J:o:t:h" option; do
+usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+while getopts "j:J:lo:t:h" option; do
   case "$option" in
+    l) light_only=1 ;;
     j) jobs="$OPTARG" ;;
     J) heavy_jobs="$OPTARG" ;;
     o) out="$OPTARG" ;;
@@ -82,6 +85,7 @@ queued=" "
 while IFS=$'\t' read -r task variant weight _; do
   [[ -z "$task" || "$task" == \#* ]] && continue
   selected "$task" || continue
+  [ "$light_only" = 1 ] && [ "$weight" = heavy ] && continue
   for candidate in correct "$variant"; do
     [[ "$queued" == *" $task/$candidate "* ]] && continue
     queued+="$task/$candidate "
@@ -117,6 +121,7 @@ evaluate() {
 export -f evaluate
 export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit"
 
+printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' > "$out/evaluated.txt"
 echo "Evaluating $total candidates (${#heavy[@]} heavy, ${#light[@]} light) with $binary; results in $out"
 started=$SECONDS
 if [ ${#heavy[@]} -gt 0 ]; then
@@ -130,4 +135,4 @@ fi
 echo "All evaluations finished in $((SECONDS - started)) s"
 echo
 
-"$python" "$here/summarize_results.py" "$here/manifest.tsv" "$out" "${filters[@]}"
+"$python" "$here/summarize_results.py" "$here/manifest.tsv" "$out"

@@ -6,6 +6,8 @@ accepted, a `required` broken variant is accepted, a result is missing, or a bro
 rejected before verification ran.
 
 Usage: summarize_results.py MANIFEST OUT_DIR [FILTER...]
+Only the candidates listed in OUT_DIR/evaluated.txt ("level/task variant" per line, written by
+run_all.sh) are reported when that file exists.
 """
 from __future__ import annotations
 
@@ -72,6 +74,13 @@ def outcome(out_dir: pathlib.Path, task: str, variant: str) -> dict:
 def main() -> int:
     manifest, out_dir, filters = pathlib.Path(sys.argv[1]), pathlib.Path(sys.argv[2]), sys.argv[3:]
     rows = read_manifest(manifest, filters)
+    evaluated_list = out_dir / "evaluated.txt"
+    if evaluated_list.exists():
+        evaluated = {tuple(line.split()) for line in evaluated_list.read_text().splitlines() if line.strip()}
+        rows = [row for row in rows if (row["task"], row["variant"]) in evaluated]
+    if not rows:
+        print("no results to summarize")
+        return 1
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     failures, warnings = [], []
     width = max(len(task) for task in tasks)
