@@ -27,18 +27,24 @@ class CudnnConv2d {
   const char* failed_call() const { return failed_call_; }
   std::size_t workspace_bytes() const { return workspace_bytes_; }
 
-  // y = conv(x, w); `workspace` must hold workspace_bytes() bytes.
+  // y = conv(x, w); `workspace` must hold workspace_bytes() bytes. Tries the planned
+  // algorithms in order and returns the first success (or the last error).
   cudnnStatus_t run(const float* x, const float* w, float* y, void* workspace) const;
 
  private:
+  static constexpr int kMaxAlgorithms = 4;
+  static constexpr std::size_t kMaxWorkspaceBytes = std::size_t{256} << 20;
+
   bool check(cudnnStatus_t status, const char* call);
+  void add_algorithm(cudnnConvolutionFwdAlgo_t algorithm);
 
   cudnnHandle_t handle_;
   cudnnTensorDescriptor_t input_ = nullptr;
   cudnnTensorDescriptor_t output_ = nullptr;
   cudnnFilterDescriptor_t filter_ = nullptr;
   cudnnConvolutionDescriptor_t convolution_ = nullptr;
-  cudnnConvolutionFwdAlgo_t algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM;
+  cudnnConvolutionFwdAlgo_t algorithms_[kMaxAlgorithms] = {};
+  int algorithm_count_ = 0;
   std::size_t workspace_bytes_ = 0;
   cudnnStatus_t status_ = CUDNN_STATUS_SUCCESS;
   const char* failed_call_ = "";

@@ -32,15 +32,33 @@ CudnnConv2d::CudnnConv2d(cudnnHandle_t handle, const Conv2dGeometry& g) : handle
                                         g.out_height(), g.out_width()),
              "cudnnSetTensor4dDescriptor(output)"))
     return;
-  // Implicit precomputed GEMM handles every geometry in fp32 with a small workspace; plain
-  // implicit GEMM needs none and is the fallback if the first is not offered.
-  if (cudnnGetConvolutionForwardWorkspaceSize(handle_, input_, filter_, convolution_, output_, algorithm_,
-                                              &workspace_bytes_) != CUDNN_STATUS_SUCCESS) {
-    algorithm_ = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
-    check(cudnnGetConvolutionForwardWorkspaceSize(handle_, input_, filter_, convolution_, output_, algorithm_,
-                                                  &workspace_bytes_),
-          "cudnnGetConvolutionForwardWorkspaceSize");
+  // The heuristics' first deterministic choice under FMA math, then implicit precomputed GEMM and plain
+  // implicit GEMM (no workspace), which cover every geometry in fp32.
+  cudnnConvolutionFwdAlgoPerf_t ranked[kMaxAlgorithms] = {};
+  int returned = 0;
+  if (cudnnGetConvolutionForwardAlgorithm_v7(handle_, input_, filter_, convolution_, output_, kMaxAlgorithms,
+                                             &returned, ranked) == CUDNN_STATUS_SUCCESS) {
+    for (int i = 0; i < returned && algorithm_count_ == 0; ++i)
+      if (ranked[i].status == CUDNN_STATUS_SUCCESS && ranked[i].mathType == CUDNN_FMA_MATH &&
+          ranked[i].determinism == CUDNN_DETERMINISTIC)
+        add_algorithm(ranked[i].algo);
   }
+  add_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM);
+  add_algorithm(CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM);
+  if (algorithm_count_ == 0) check(CUDNN_STATUS_NOT_SUPPORTED, "cudnnGetConvolutionForwardWorkspaceSize");
+}
+
+void CudnnConv2d::add_algorithm(cudnnConvolutionFwdAlgo_t algorithm) {
+  for (int i = 0; i < algorithm_count_; ++i)
+    if (algorithms_[i] == algorithm) return;
+  std::size_t bytes = 0;
+  if (algorithm_count_ == kMaxAlgorithms ||
+      cudnnGetConvolutionForwardWorkspaceSize(handle_, input_, filter_, convolution_, output_, algorithm, &bytes) !=
+          CUDNN_STATUS_SUCCESS ||
+      bytes > kMaxWorkspaceBytes)
+    return;
+  algorithms_[algorithm_count_++] = algorithm;
+  if (bytes > workspace_bytes_) workspace_bytes_ = bytes;
 }
 
 CudnnConv2d::~CudnnConv2d() {
@@ -54,6 +72,11 @@ cudnnStatus_t CudnnConv2d::run(const float* x, const float* w, float* y, void* w
   if (status_ != CUDNN_STATUS_SUCCESS) return status_;
   const float alpha = 1.f;
   const float beta = 0.f;
-  return cudnnConvolutionForward(handle_, &alpha, input_, x, filter_, w, convolution_, algorithm_, workspace,
-                                 workspace_bytes_, &beta, output_, y);
+  cudnnStatus_t status = CUDNN_STATUS_NOT_SUPPORTED;
+  for (int i = 0; i < algorithm_count_; ++i) {
+    status = cudnnConvolutionForward(handle_, &alpha, input_, x, filter_, w, convolution_, algorithms_[i], workspace,
+                                     workspace_bytes_, &beta, output_, y);
+    if (status == CUDNN_STATUS_SUCCESS) break;
+  }
+  return status;
 }
