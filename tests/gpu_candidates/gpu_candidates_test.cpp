@@ -1,0 +1,198 @@
+// SPDX-License-Identifier: Apache-2.0
+// The tooling around the hand-written GPU candidates, checked without a GPU: the manifest
+// agrees with the candidate directories, the CPU emulation of a set of kernels matches the
+// reference while their broken variants are rejected, and run_all.sh turns `cuda-agent eval`
+// results into the right table and exit status (driven by a stand-in for the binary).
+#include "catch.hpp"
+
+#include <cuda_agent/process.hpp>
+
+#include <chrono>      // minutes, steady_clock
+#include <filesystem>  // path, copy, create_directories, permissions, remove_all
+#include <fstream>     // ifstream, ofstream
+#include <set>         // set
+#include <sstream>     // istringstream
+#include <string>      // string, to_string, getline
+#include <vector>      // vector
+
+#include <unistd.h>  // getpid
+
+namespace ca = cuda_agent;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::filesystem::path candidates_directory =
+    std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "gpu_candidates";
+
+class Scratch {
+ public:
+  Scratch() {
+    path_ = std::filesystem::temp_directory_path() /
+            ("cuda-agent-gpu-candidates-" + std::to_string(::getpid()) + "-" +
+             std::to_string(std::chrono::steady_clock::now().time_since_epoch().count()));
+    std::filesystem::create_directories(path_);
+  }
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  [[nodiscard]] const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+ca::ProcessResult run(std::vector<std::string> argv, ca::Environment environment = {},
+                      std::chrono::milliseconds timeout = std::chrono::minutes(10)) {
+  ca::ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.environment = std::move(environment);
+  if (!spec.environment.get("PATH")) spec.environment.set("PATH", "/usr/local/bin:/usr/bin:/bin");
+  spec.merge_stderr = true;
+  spec.timeout = timeout;
+  return ca::run_process(spec);
+}
+
+void write_text(const std::filesystem::path& path, const std::string& text) {
+  std::filesystem::create_directories(path.parent_path());
+  std::ofstream(path, std::ios::binary | std::ios::trunc) << text;
+}
+
+// A stand-in for `cuda-agent eval TASK CANDIDATE --device cuda --json OUT`: accepts every
+// correct/ candidate and rejects every broken one with value_mismatch, except the variants
+// named in ACCEPT_VARIANTS (accepted) and CRASH_VARIANTS (no JSON written, exit status 3).
+const char* const fake_cuda_agent = R"(#!/bin/bash
+[ "$1" = eval ] || exit 2
+candidate="$3"; shift 3
+while [ $# -gt 0 ]; do case "$1" in --json) out="$2"; shift 2;; *) shift;; esac; done
+variant="${candidate##*/}"; task="${candidate%/*}"; name="${task##*/}/$variant"
+for crash in $CRASH_VARIANTS; do [ "$crash" = "$name" ] && exit 3; done
+accept=0
+[ "$variant" = correct ] && accept=1
+for each in $ACCEPT_VARIANTS; do [ "$each" = "$name" ] && accept=1; done
+if [ $accept = 1 ]; then
+  echo '{"correct": true, "compile": {"succeeded": true}, "verification": {"correct": true, "rejection": null}}' > "$out"
+else
+  echo '{"correct": false, "compile": {"succeeded": true}, "verification": {"correct": false, "rejection": {"reason": "value_mismatch", "message": "output 0 differs at (0, 1): expected 0.5, got 0.25"}}}' > "$out"
+fi
+)";
+
+}  // namespace
+
+TEST_CASE("the manifest names 22 tasks whose candidates and task files exist", "[gpu_candidates]") {
+  std::ifstream manifest(candidates_directory / "manifest.tsv");
+  REQUIRE(manifest.good());
+  std::set<std::string> tasks;
+  std::set<std::string> levels;
+  std::string line;
+  while (std::getline(manifest, line)) {
+    if (line.empty() || line.front() == '#') continue;
+    std::istringstream fields(line);
+    std::string task, variant;
+    std::getline(fields, task, '\t');
+    std::getline(fields, variant, '\t');
+    INFO(line);
+    const std::string level = task.substr(0, task.find('/'));
+    const std::string stem = task.substr(task.find('/') + 1);
+    CHECK(std::filesystem::is_regular_file(std::filesystem::path(CUDA_AGENT_TEST_DATA_DIR) / "kernelbench" / level /
+                                           (stem + ".py")));
+    for (const std::string& candidate : {std::string("correct"), variant}) {
+      CHECK(std::filesystem::is_regular_file(candidates_directory / task / candidate / "model_new.py"));
+      CHECK(std::filesystem::is_regular_file(candidates_directory / task / candidate / "kernels" / "binding.cpp"));
+    }
+    tasks.insert(task);
+    levels.insert(level);
+  }
+  CHECK(tasks.size() == 22);
+  CHECK(levels == std::set<std::string>{"level1", "level2", "level3"});
+}
+
+TEST_CASE("every GPU candidate is named by the manifest and each broken variant is a minimal change", "[python]") {
+  const auto checked = run({CUDA_AGENT_PYTHON, (candidates_directory / "check_layout.py").string()});
+  INFO(checked.standard_output.text);
+  REQUIRE(checked.succeeded());
+  CHECK_THAT(checked.standard_output.text, Catch::Matchers::Contains("22 tasks, 24 broken variants: ok"));
+
+  // A copy whose broken variant rewrites the kernel, with a stray variant next to it.
+  Scratch scratch;
+  const std::filesystem::path copy = scratch.path() / "candidates";
+  std::filesystem::create_directories(copy / "level1");
+  std::filesystem::copy(candidates_directory / "level1" / "19_ReLU", copy / "level1" / "19_ReLU",
+                        std::filesystem::copy_options::recursive);
+  std::filesystem::copy(copy / "level1" / "19_ReLU" / "correct", copy / "level1" / "19_ReLU" / "broken_stray",
+                        std::filesystem::copy_options::recursive);
+  write_text(copy / "manifest.tsv",
+             "level1/19_ReLU\tbroken\theavy\trequired\toff-by-one\tnon_finite\tlast vector skipped\n");
+  write_text(copy / "level1" / "19_ReLU" / "broken" / "kernels" / "relu.cu", "// nothing left of the kernel\n");
+  const auto rejected = run({CUDA_AGENT_PYTHON, (candidates_directory / "check_layout.py").string(), copy.string()});
+  INFO(rejected.standard_output.text);
+  CHECK(rejected.exit_code == 1);
+  CHECK_THAT(rejected.standard_output.text, Catch::Matchers::Contains("a broken variant is a minimal change"));
+  CHECK_THAT(rejected.standard_output.text,
+             Catch::Matchers::Contains("level1/19_ReLU/broken_stray: not named in manifest.tsv"));
+}
+
+TEST_CASE("the CPU emulation matches the reference for correct kernels and rejects the broken ones", "[python]") {
+  // The cheaper half of the tasks (each a few seconds); check_cpu_emulation.py without
+  // arguments runs all of them.
+  const auto emulated = run({CUDA_AGENT_PYTHON, (candidates_directory / "check_cpu_emulation.py").string(),
+                             "level1/19_ReLU", "level1/24_LogSoftmax", "level1/47_Sum", "level1/1_Square",
+                             "level1/41_Max", "level1/89_cumsum", "level2/40_Matmul", "level2/45_Gemm"},
+                            ca::Environment::from_current({"PATH", "HOME", "LANG"}), std::chrono::minutes(14));
+  INFO(emulated.standard_output.text);
+  REQUIRE(emulated.succeeded());
+  CHECK_THAT(emulated.standard_output.text,
+             Catch::Matchers::Contains("8/8 tasks: correct emulation matches, broken emulation is rejected"));
+  CHECK_THAT(emulated.standard_output.text,
+             Catch::Matchers::Contains("shape mismatch: expected (1, 4, 65523), got (1, 4, 65524)"));
+  CHECK_THAT(emulated.standard_output.text, Catch::Matchers::Contains("non-finite: 4 NaN"));
+}
+
+TEST_CASE("run_all.sh reports each verdict and fails exactly when a required expectation is broken", "[python]") {
+  Scratch scratch;
+  const std::filesystem::path binary = scratch.path() / "cuda-agent";
+  write_text(binary, fake_cuda_agent);
+  std::filesystem::permissions(binary, std::filesystem::perms::owner_all);
+  const std::string script = (candidates_directory / "run_all.sh").string();
+  auto environment = [](const std::string& accept, const std::string& crash) {
+    return ca::Environment::from_current({"PATH", "HOME", "LANG"})
+        .set("ACCEPT_VARIANTS", accept)
+        .set("CRASH_VARIANTS", crash);
+  };
+
+  SECTION("every expectation met; an accepted race variant is only a warning") {
+    const auto ran = run({"/bin/bash", script, "-j", "2", "-o", (scratch.path() / "good").string(), binary.string(),
+                          "level1/41_Max", "level2/30_Gemm"},
+                         environment("30_Gemm_GroupNorm_Hardtanh/broken_race", ""));
+    INFO(ran.standard_output.text);
+    CHECK(ran.exit_code == 0);
+    CHECK_THAT(ran.standard_output.text,
+               Catch::Matchers::Contains("2/2 correct candidates accepted, 2/2 required broken variants rejected"));
+    CHECK_THAT(ran.standard_output.text,
+               Catch::Matchers::Contains("value_mismatch: output 0 differs at (0, 1): expected 0.5, got 0.25"));
+    CHECK_THAT(ran.standard_output.text,
+               Catch::Matchers::Contains("WARNING level2/30_Gemm_GroupNorm_Hardtanh/broken_race: accepted"));
+    CHECK_THAT(ran.standard_output.text, Catch::Matchers::Contains("WARNING level1/41_Max_Pooling_1D/broken: rejected "
+                                                                   "as value_mismatch, expected shape_mismatch"));
+  }
+
+  SECTION("an accepted broken variant and a missing result fail the run") {
+    const auto ran = run({"/bin/bash", script, "-o", (scratch.path() / "bad").string(), binary.string(),
+                          "level3/1_MLP", "level3/4_LeNet5"},
+                         environment("1_MLP/broken", "4_LeNet5/correct"));
+    INFO(ran.standard_output.text);
+    CHECK(ran.exit_code == 1);
+    CHECK_THAT(ran.standard_output.text, Catch::Matchers::Contains("FAIL level3/1_MLP/broken: accepted although"));
+    CHECK_THAT(ran.standard_output.text,
+               Catch::Matchers::Contains("FAIL level3/4_LeNet5/correct: no_result: no JSON result (exit status 3)"));
+  }
+
+  SECTION("a path that is not an executable is refused before anything runs") {
+    const auto ran = run({"/bin/bash", script, (scratch.path() / "missing").string()}, environment("", ""));
+    CHECK(ran.exit_code == 2);
+    CHECK_THAT(ran.standard_output.text, Catch::Matchers::Contains("is not an executable cuda-agent binary"));
+  }
+}
