@@ -24,7 +24,6 @@ __device__ float block_sum(float v, float* scratch) {
   const int num_warps = blockDim.x / kWarpSize;
   v = warp_sum(v);
   if (lane == 0) scratch[warp] = v;
-  __syncthreads();
   float total = 0.f;
   for (int w = 0; w < num_warps; ++w) total += scratch[w];
   return total;
@@ -34,6 +33,7 @@ __global__ void __launch_bounds__(kThreads) group_norm_hardtanh_kernel(
     float* __restrict__ y, const float* __restrict__ linear_bias, const float* __restrict__ gamma,
     const float* __restrict__ beta, int64_t features, int group_size, int groups, float eps, float lo, float hi) {
   __shared__ float sums[kThreads / kWarpSize];
+  __shared__ float squares[kThreads / kWarpSize];
   const int64_t row = blockIdx.x / groups;
   const int group = blockIdx.x % groups;
   const int64_t first = static_cast<int64_t>(group) * group_size;
@@ -48,7 +48,7 @@ __global__ void __launch_bounds__(kThreads) group_norm_hardtanh_kernel(
     const float d = values[i] + linear_bias[first + i] - mean;
     square += d * d;
   }
-  const float variance = block_sum(square, sums) / static_cast<float>(group_size);
+  const float variance = block_sum(square, squares) / static_cast<float>(group_size);
   const float rstd = rsqrtf(variance + eps);
 
   for (int i = threadIdx.x; i < group_size; i += blockDim.x) {
