@@ -20,7 +20,8 @@
 #                memory each) run at once, next to the light ones (default 1)
 #   -l           light tasks only (skips the five heavy level-1 tasks)
 #   -o OUT_DIR   where the JSON results and logs go (default: a new directory under /tmp)
-#   -t SECONDS   time limit per evaluation (default 900)
+#   -t SECONDS   time limit per evaluation (default 900); heavy tasks also get
+#                `--timeout SECONDS-120` for their verification (the eval default is 300 s)
 # Extra arguments for every `cuda-agent eval` call can be given in CUDA_AGENT_EVAL_ARGS
 # (split on spaces), e.g. CUDA_AGENT_EVAL_ARGS="--workers 2".
 #
@@ -93,7 +94,7 @@ while IFS=$'\t' read -r task variant weight _; do
       echo "run_all.sh: $here/$task/$candidate has no model_new.py" >&2
       exit 2
     fi
-    if [ "$weight" = heavy ]; then heavy+=("$task $candidate"); else light+=("$task $candidate"); fi
+    if [ "$weight" = heavy ]; then heavy+=("$task $candidate heavy"); else light+=("$task $candidate light"); fi
   done
 done < "$here/manifest.tsv"
 total=$((${#light[@]} + ${#heavy[@]}))
@@ -104,16 +105,18 @@ fi
 
 # One evaluation: writes <out>/<level>/<task>.<variant>.{json,log,rc,seconds}.
 evaluate() {
-  local task="$1" variant="$2"
+  local task="$1" variant="$2" weight="$3"
   local level="${task%%/*}" stem="${task#*/}"
   local task_file="$ROOT/tests/data/kernelbench/$level/$stem.py"
   local result="$OUT/$level/$stem.$variant"
   mkdir -p "$OUT/$level"
   rm -f "$result.json" "$result.rc"
   local started=$SECONDS rc=0
+  local extra=()
+  [ "$weight" = heavy ] && extra=(--timeout $((TIME_LIMIT > 180 ? TIME_LIMIT - 120 : 60)))
   # shellcheck disable=SC2086  # CUDA_AGENT_EVAL_ARGS is a list of flags
   timeout --kill-after=30 "$TIME_LIMIT" "$BINARY" eval "$task_file" "$HERE/$task/$variant" --device cuda \
-    --json "$result.json" ${CUDA_AGENT_EVAL_ARGS:-} > "$result.log" 2>&1 || rc=$?
+    --json "$result.json" "${extra[@]}" ${CUDA_AGENT_EVAL_ARGS:-} > "$result.log" 2>&1 || rc=$?
   echo "$rc" > "$result.rc"
   echo $((SECONDS - started)) > "$result.seconds"
   printf '  done %-55s %-7s rc=%s %ss\n' "$task" "$variant" "$rc" "$((SECONDS - started))"
@@ -121,15 +124,15 @@ evaluate() {
 export -f evaluate
 export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit"
 
-printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' > "$out/evaluated.txt"
+printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' | cut -d' ' -f1,2 > "$out/evaluated.txt"
 echo "Evaluating $total candidates (${#heavy[@]} heavy, ${#light[@]} light) with $binary; results in $out"
 started=$SECONDS
 if [ ${#heavy[@]} -gt 0 ]; then
-  printf '%s\n' "${heavy[@]}" | xargs -P "$heavy_jobs" -L 1 bash -c 'evaluate "$0" "$1"' &
+  printf '%s\n' "${heavy[@]}" | xargs -P "$heavy_jobs" -L 1 bash -c 'evaluate "$0" "$1" "$2"' &
   heavy_pid=$!
 fi
 if [ ${#light[@]} -gt 0 ]; then
-  printf '%s\n' "${light[@]}" | xargs -P "$jobs" -L 1 bash -c 'evaluate "$0" "$1"'
+  printf '%s\n' "${light[@]}" | xargs -P "$jobs" -L 1 bash -c 'evaluate "$0" "$1" "$2"'
 fi
 [ -n "${heavy_pid:-}" ] && wait "$heavy_pid"
 echo "All evaluations finished in $((SECONDS - started)) s"

@@ -55,17 +55,19 @@ def outcome(out_dir: pathlib.Path, task: str, variant: str) -> dict:
         document = json.loads(text)
     except json.JSONDecodeError as error:
         return {"accepted": None, "reason": "no_result", "message": f"unreadable JSON: {error}", "seconds": seconds}
+    # `cuda-agent eval --json` writes {task, candidate, device, evaluation, rejection}; a bare
+    # Evaluation is read too.
     evaluation = document.get("evaluation", document)
     compile_result = evaluation.get("compile") or {}
     verification = evaluation.get("verification") or {}
-    if compile_result and not compile_result.get("succeeded", True):
-        diagnostics = compile_result.get("diagnostics") or []
+    rejection = document.get("rejection") or verification.get("rejection") or {}
+    if compile_result and not compile_result.get("succeeded", True) and not verification.get("rejection"):
+        diagnostics = [d for d in compile_result.get("diagnostics") or [] if d.get("severity", "error") == "error"]
         first = diagnostics[0] if diagnostics else {}
         message = (f"{first.get('file', '')}:{first.get('line', '')}: {first.get('message', '')}" if first
-                   else (compile_result.get("log") or "")[-300:])
+                   else (compile_result.get("log") or rejection.get("message") or "")[-300:])
         return {"accepted": False, "reason": "compile_error", "message": message, "seconds": seconds}
     accepted = evaluation.get("correct", verification.get("correct"))
-    rejection = verification.get("rejection") or {}
     return {"accepted": bool(accepted) if accepted is not None else None,
             "reason": rejection.get("reason", "" if accepted else "unknown"),
             "message": rejection.get("message", ""), "seconds": seconds}
