@@ -1,47 +1,66 @@
 #!/usr/bin/env bash
-# Evaluates every hand-written GPU candidate (tests/gpu_candidates/<level>/<task>/correct and the
-# broken variants listed in tests/gpu_candidates/manifest.tsv) with `cuda-agent eval` on a CUDA
-# machine and prints one table:
+# On the GPU machine (H200, as root, after the setup script has installed bubblewrap), from the
+# repository root with cuda-agent built:
 #
-#   task | variant | verdict (accepted, or rejection reason: message)
+#   tests/gpu_candidates/run_all.sh -o /tmp/gpu_candidates build/examples/cuda-agent/cuda-agent
+#
+# evaluates the 22 correct candidates and the 24 broken variants (46 evaluations: light tasks 6
+# at a time, the five heavy level-1 tasks 2 at a time next to them, all through one compile
+# cache), prints the table and writes it to the output directory: summary.md (task, level,
+# correct: accepted?, broken variant, bug kind, broken: rejected with which reason?), summary.tsv
+# (the same for scripts, with the rejection messages), summary.txt (the printed report), and per
+# evaluation <level>/<task>.<variant>.{json,log,rc,seconds}. Expected: exit status 0 with
+# "22/22 correct candidates accepted, 22/22 required broken variants rejected" in about 5 to 6
+# minutes (estimated; the heavy tasks are the long pole).
 #
 # Exit status: 0 when every correct candidate is accepted and every broken variant marked
 # `required` is rejected by the verifier; 1 otherwise (a correct one rejected, a required broken
 # one accepted, a missing result, or a broken one rejected before verification ran:
-# compile_error, load_error, interface_mismatch, state_dict_mismatch, harness_error). A broken
-# variant rejected for a reason other than the manifest expects, or a `likely` one (race,
-# out-of-range write) that was accepted, is reported as a warning.
+# compile_error, load_error, interface_mismatch, state_dict_mismatch, harness_error); 2 when it
+# cannot start (usage, no executable, no GPU, no bubblewrap). A broken variant rejected for a
+# reason other than the manifest expects, or a `likely` one (race, out-of-range write) that was
+# accepted, is reported as a warning.
 #
-# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-l] [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
+# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-l] [-n] [-c CACHE_DIR] [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
 #   CUDA_AGENT   the cuda-agent binary (its `eval` subcommand is used)
 #   FILTER       only tasks whose "level/task" contains one of these strings
-#   -j JOBS      evaluations of light tasks run at once (default 4): their builds overlap on the CPUs
+#   -j JOBS      evaluations of light tasks run at once (default 6): builds and Python workers
+#                overlap on the CPUs
 #   -J HEAVY     evaluations of heavy tasks (inputs of 0.8 to 2.1 G floats, up to ~30 GiB of GPU
-#                memory each) run at once, next to the light ones (default 1)
-#   -l           light tasks only (skips the five heavy level-1 tasks)
-#   -o OUT_DIR   where the JSON results and logs go (default: a new directory under /tmp)
+#                memory each) run at once, next to the light ones (default 2)
+#   -l           light tasks only (skips the five heavy level-1 tasks; about 2 minutes)
+#   -n           no host checks (GPU device node, bubblewrap) before starting, e.g. for a stand-in
+#                binary
+#   -c DIR       the compile cache every evaluation shares (`eval --cache-dir`); default: the
+#                compile driver's own default ($CUDA_AGENT_CACHE_DIR/compile, or
+#                /var/cache/cuda-agent/compile as root), the same for every evaluation
+#   -o OUT_DIR   where the summary, JSON results and logs go (default: a new directory under /tmp)
 #   -t SECONDS   time limit per evaluation (default 900); heavy tasks also get
 #                `--timeout SECONDS-120` for their verification (the eval default is 300 s)
 # Extra arguments for every `cuda-agent eval` call can be given in CUDA_AGENT_EVAL_ARGS
 # (split on spaces), e.g. CUDA_AGENT_EVAL_ARGS="--workers 2".
 #
-# Correct and broken variants of a task share most of their sources, so the compile driver's
-# object cache and precompiled header serve both; the heavy tasks start first so that the long
-# pole overlaps the many light evaluations.
+# Correct candidates are queued before the broken variants, so a broken variant's build finds
+# the objects of the files it shares with its correct twin (binding.cpp, unchanged kernels) in
+# the cache; the heavy tasks start first so that the long pole overlaps the light evaluations.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
-jobs=4
-heavy_jobs=1
+jobs=6
+heavy_jobs=2
 out=""
+cache=""
 time_limit=900
 light_only=0
+host_checks=1
 
-usage() { sed -n '2,29p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
-while getopts "j:J:lo:t:h" option; do
+usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+while getopts "j:J:lnc:o:t:h" option; do
   case "$option" in
     l) light_only=1 ;;
+    n) host_checks=0 ;;
+    c) cache="$OPTARG" ;;
     j) jobs="$OPTARG" ;;
     J) heavy_jobs="$OPTARG" ;;
     o) out="$OPTARG" ;;
@@ -67,8 +86,26 @@ if [ -z "$python" ]; then
   echo "run_all.sh: python3 is needed to read the JSON results" >&2
   exit 2
 fi
+if [ "$host_checks" = 1 ]; then
+  if [ ! -e /dev/nvidia0 ]; then
+    echo "run_all.sh: no NVIDIA GPU here (/dev/nvidia0 is missing); the candidates are CUDA extensions" >&2
+    exit 2
+  fi
+  if [[ " ${CUDA_AGENT_EVAL_ARGS:-} " != *" --unconfined "* ]] && ! command -v bwrap > /dev/null; then
+    echo "run_all.sh: bubblewrap (bwrap) is not on PATH: cuda-agent eval builds and runs candidates inside it." \
+         "Install it (run the machine's setup script) or, for trusted code only," \
+         "CUDA_AGENT_EVAL_ARGS=--unconfined" >&2
+    exit 2
+  fi
+fi
 [ -n "$out" ] || out="$(mktemp -d /tmp/gpu_candidates.XXXXXX)"
 mkdir -p "$out"
+out="$(realpath "$out")"
+cache_args=()
+if [ -n "$cache" ]; then
+  mkdir -p "$cache"
+  cache_args=(--cache-dir "$(realpath "$cache")")
+fi
 
 selected() {
   local task="$1"
@@ -81,7 +118,9 @@ selected() {
 }
 
 light=()
+light_broken=()
 heavy=()
+heavy_broken=()
 queued=" "
 while IFS=$'\t' read -r task variant weight _; do
   [[ -z "$task" || "$task" == \#* ]] && continue
@@ -94,9 +133,16 @@ while IFS=$'\t' read -r task variant weight _; do
       echo "run_all.sh: $here/$task/$candidate has no model_new.py" >&2
       exit 2
     fi
-    if [ "$weight" = heavy ]; then heavy+=("$task $candidate heavy"); else light+=("$task $candidate light"); fi
+    case "$weight/$candidate" in
+      heavy/correct) heavy+=("$task $candidate heavy") ;;
+      heavy/*) heavy_broken+=("$task $candidate heavy") ;;
+      */correct) light+=("$task $candidate light") ;;
+      *) light_broken+=("$task $candidate light") ;;
+    esac
   done
 done < "$here/manifest.tsv"
+heavy+=("${heavy_broken[@]}")
+light+=("${light_broken[@]}")
 total=$((${#light[@]} + ${#heavy[@]}))
 if [ "$total" -eq 0 ]; then
   echo "run_all.sh: no task matches ${filters[*]}" >&2
@@ -116,13 +162,13 @@ evaluate() {
   [ "$weight" = heavy ] && extra=(--timeout $((TIME_LIMIT > 180 ? TIME_LIMIT - 120 : 60)))
   # shellcheck disable=SC2086  # CUDA_AGENT_EVAL_ARGS is a list of flags
   timeout --kill-after=30 "$TIME_LIMIT" "$BINARY" eval "$task_file" "$HERE/$task/$variant" --device cuda \
-    --json "$result.json" "${extra[@]}" ${CUDA_AGENT_EVAL_ARGS:-} > "$result.log" 2>&1 || rc=$?
+    --json "$result.json" "${extra[@]}" $CACHE_ARGS ${CUDA_AGENT_EVAL_ARGS:-} > "$result.log" 2>&1 || rc=$?
   echo "$rc" > "$result.rc"
   echo $((SECONDS - started)) > "$result.seconds"
   printf '  done %-55s %-7s rc=%s %ss\n' "$task" "$variant" "$rc" "$((SECONDS - started))"
 }
 export -f evaluate
-export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit"
+export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit" CACHE_ARGS="${cache_args[*]}"
 
 printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' | cut -d' ' -f1,2 > "$out/evaluated.txt"
 echo "Evaluating $total candidates (${#heavy[@]} heavy, ${#light[@]} light) with $binary; results in $out"
@@ -138,4 +184,9 @@ fi
 echo "All evaluations finished in $((SECONDS - started)) s"
 echo
 
-"$python" "$here/summarize_results.py" "$here/manifest.tsv" "$out"
+status=0
+"$python" "$here/summarize_results.py" "$here/manifest.tsv" "$out" > "$out/summary.txt" || status=$?
+echo "Wall time $((SECONDS - started)) s with -j $jobs -J $heavy_jobs; summary.md, summary.tsv and summary.txt in $out" \
+  >> "$out/summary.txt"
+cat "$out/summary.txt"
+exit "$status"

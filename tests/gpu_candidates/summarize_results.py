@@ -7,7 +7,10 @@ rejected before verification ran.
 
 Usage: summarize_results.py MANIFEST OUT_DIR [FILTER...]
 Only the candidates listed in OUT_DIR/evaluated.txt ("level/task variant" per line, written by
-run_all.sh) are reported when that file exists.
+run_all.sh) are reported when that file exists. Besides the report on standard output it writes
+OUT_DIR/summary.md (one Markdown table row per broken variant: task, level, correct accepted?,
+broken variant, bug kind, rejected with which reason) and OUT_DIR/summary.tsv (the same as
+tab-separated fields, with the messages, for scripts).
 """
 from __future__ import annotations
 
@@ -85,6 +88,7 @@ def main() -> int:
         return 1
     tasks = list(dict.fromkeys(row["task"] for row in rows))
     failures, warnings = [], []
+    table = []  # one entry per broken variant, for summary.md and summary.tsv
     width = max(len(task) for task in tasks)
     print(f"{'task':<{width}}  {'variant':<16} verdict")
     print("-" * (width + 100))
@@ -101,22 +105,29 @@ def main() -> int:
         for row in (r for r in rows if r["task"] == task):
             bad = outcome(out_dir, task, row["variant"])
             label = f"{row['variant']}"
+            status = "met"
             if bad["accepted"] is True:
                 text = f"ACCEPTED: the {row['bug_class']} was not caught"
                 problem = f"{task}/{row['variant']}: accepted although {row['description']}"
+                status = "FAIL" if row["detection"] == "required" else "warning"
                 (failures if row["detection"] == "required" else warnings).append(problem)
             elif bad["accepted"] is None:
                 text = f"NO RESULT: {bad['message']}"
+                status = "FAIL"
                 failures.append(f"{task}/{row['variant']}: {bad['message']}")
             else:
                 text = f"{bad['reason']}: {bad['message']}"
                 if bad["reason"] in BEFORE_VERIFICATION:
+                    status = "FAIL"
                     failures.append(f"{task}/{row['variant']}: rejected before verification ({bad['reason']}): "
                                     f"{bad['message']}")
                 elif bad["reason"] not in row["expected"]:
+                    status = "warning"
                     warnings.append(f"{task}/{row['variant']}: rejected as {bad['reason']}, "
                                     f"expected {' or '.join(row['expected'])}")
             print(f"{'':<{width}}  {label:<16} " + textwrap.shorten(text, width=150, placeholder=" ..."))
+            table.append({"task": task, "good": good, "row": row, "bad": bad,
+                          "status": "FAIL" if good["accepted"] is not True else status})
     print()
     for warning in warnings:
         print(f"WARNING {warning}")
@@ -124,9 +135,49 @@ def main() -> int:
         print(f"FAIL {failure}")
     required = [r for r in rows if r["detection"] == "required"]
     rejected = sum(1 for r in required if outcome(out_dir, r["task"], r["variant"])["accepted"] is False)
-    print(f"{correct_accepted}/{len(tasks)} correct candidates accepted, {rejected}/{len(required)} required broken "
-          f"variants rejected, {len(rows) - len(required)} likely variants, {len(warnings)} warnings")
+    totals = (f"{correct_accepted}/{len(tasks)} correct candidates accepted, {rejected}/{len(required)} required broken "
+              f"variants rejected, {len(rows) - len(required)} likely variants, {len(warnings)} warnings")
+    print(totals)
+    write_tables(out_dir, table, totals, failures)
     return 1 if failures else 0
+
+
+def verdict_text(result: dict) -> str:
+    if result["accepted"] is True:
+        return "accepted"
+    if result["accepted"] is None:
+        return f"no result ({result['message']})"
+    return f"rejected: {result['reason']}"
+
+
+def one_line(text: str, width: int) -> str:
+    return textwrap.shorten(" ".join(text.split()), width=width, placeholder=" ...") if text else ""
+
+
+def write_tables(out_dir: pathlib.Path, table: list[dict], totals: str, failures: list[str]) -> None:
+    """summary.md for people, summary.tsv for scripts; one row per broken variant."""
+    columns = ["task", "level", "correct", "correct_seconds", "broken_variant", "bug_kind", "detection",
+               "expected", "broken", "broken_message", "expectation"]
+    tsv = ["\t".join(columns)]
+    markdown = [f"# GPU candidates: {totals}", "",
+                "| task | level | correct: accepted? | broken variant | bug kind | broken: rejected with which reason? "
+                "| expectation |", "|---|---|---|---|---|---|---|"]
+    for entry in table:
+        task, good, row, bad = entry["task"], entry["good"], entry["row"], entry["bad"]
+        level, stem = task.split("/", 1)
+        fields = [stem, level, verdict_text(good), good["seconds"], row["variant"], row["bug_class"], row["detection"],
+                  ",".join(row["expected"]), verdict_text(bad), bad["message"], entry["status"]]
+        tsv.append("\t".join(" ".join(str(field).split()) for field in fields))
+        broken = verdict_text(bad)
+        if bad["accepted"] is False and bad["message"]:
+            broken += " (" + one_line(bad["message"], 160) + ")"
+        markdown.append("| " + " | ".join(cell.replace("|", "\\|") for cell in
+                                          [stem, level, verdict_text(good), row["variant"], row["bug_class"], broken,
+                                           entry["status"]]) + " |")
+    if failures:
+        markdown += ["", "## Failed expectations", ""] + [f"- {one_line(failure, 300)}" for failure in failures]
+    (out_dir / "summary.tsv").write_text("\n".join(tsv) + "\n")
+    (out_dir / "summary.md").write_text("\n".join(markdown) + "\n")
 
 
 if __name__ == "__main__":
