@@ -580,6 +580,26 @@ def emulate_deep_narrow_mlp(model, inputs, broken):
     return mlp_layers(model, inputs[0], relu_for, lambda m: m)
 
 
+def emulate_vanilla_rnn(model, inputs, broken):
+    """rnn_cell_step: two SGEMMs over the column blocks of W_i2h (the second with beta = 1, or 0
+    when broken), bias + tanh, the h2o SGEMM, bias."""
+    x, hidden = numpy_of(inputs[0]), numpy_of(inputs[1])
+    batch, input_size = x.shape
+    hidden_size = hidden.shape[1]
+    w_i2h = numpy_of(model.i2h.weight).ravel()
+    w_h2o = numpy_of(model.h2o.weight)
+    output_size = w_h2o.shape[0]
+    row_stride = input_size + hidden_size
+    new_hidden = np.full(batch * hidden_size, np.nan, dtype=F32)
+    sgemm("T", "N", hidden_size, batch, input_size, 1.0, w_i2h, row_stride, x.ravel(), input_size, 0.0, new_hidden,
+          hidden_size)
+    sgemm("T", "N", hidden_size, batch, hidden_size, 1.0, w_i2h[input_size:], row_stride, hidden.ravel(), hidden_size,
+          0.0 if broken else 1.0, new_hidden, hidden_size)
+    new_hidden = np.tanh(new_hidden.reshape(batch, hidden_size) + numpy_of(model.i2h.bias)).astype(F32)
+    out = linear_product(new_hidden, w_h2o, batch, output_size, hidden_size) + numpy_of(model.h2o.bias)
+    return torch.from_numpy(out.astype(F32))
+
+
 def lenet_conv_relu_pool(x, weight, bias, channels_last_store):
     """conv_relu_pool_kernel: per pooled output, max over the 2x2 window of conv + bias, then ReLU,
     stored at the NCHW flat index (or, broken, at the NHWC index of the same output)."""
@@ -772,6 +792,7 @@ CHECKS = [
     Check("level3", "2_ShallowWideMLP", emulate_shallow_wide_mlp, {"batch_size": 4}),
     Check("level3", "3_DeepNarrowMLP", emulate_deep_narrow_mlp, {"batch_size": 64}),
     Check("level3", "4_LeNet5", emulate_lenet, {"batch_size": 256}),
+    Check("level3", "33_VanillaRNN", emulate_vanilla_rnn, {"batch_size": 4}),
     Check("level3", "50_ReLUSelfAttention", emulate_relu_attention, {"batch_size": 2}),
     Check("level3", "44_MiniGPTBlock", emulate_mini_gpt_block, {"batch_size": 2}),
 ]

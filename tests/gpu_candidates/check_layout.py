@@ -32,8 +32,9 @@ KERNEL_SUFFIXES = {".cu", ".cuh", ".cpp", ".h"}
 # Rejection reasons of evaluation.hpp that a wrong kernel can produce once it runs.
 VERIFIER_REASONS = {"value_mismatch", "shape_mismatch", "dtype_mismatch", "non_finite", "nondeterministic", "crashed",
                     "timeout", "output_structure", "runtime_error"}
-# Calls ModelNew.forward may make besides cuda_extension.<function>: argument plumbing only.
-ALLOWED_BUILTINS = {"int", "float", "bool", "len", "list", "tuple", "dict", "isinstance", "getattr"}
+# Calls ModelNew.forward may make besides cuda_extension.<function>: argument plumbing and errors.
+ALLOWED_BUILTINS = {"int", "float", "bool", "len", "list", "tuple", "dict", "isinstance", "getattr", "ValueError",
+                    "TypeError"}
 
 
 def class_method(tree: ast.Module, class_name: str, method: str) -> ast.FunctionDef | None:
