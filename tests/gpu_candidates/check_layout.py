@@ -22,6 +22,7 @@ from __future__ import annotations
 import ast
 import difflib
 import pathlib
+import re
 import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -149,7 +150,8 @@ def main() -> int:
         level, _, stem = task.partition("/")
         if not (TASKS / level / f"{stem}.py").is_file():
             problems.append(f"manifest.tsv: {task} is not a task in tests/data/kernelbench")
-        if weight not in ("light", "heavy") or detection not in ("required", "likely") or not expected:
+        if not re.fullmatch(r"light|heavy:[1-9][0-9]*", weight) or detection not in ("required", "likely") \
+                or not expected:
             problems.append(f"manifest.tsv: {task}/{variant}: bad gpu_memory, detection or expected field")
         if not bug_class.strip() or not description.strip():
             problems.append(f"manifest.tsv: {task}/{variant}: name the bug kind and what the variant breaks")

@@ -154,7 +154,7 @@ TEST_CASE("every GPU candidate is named by the manifest and each broken variant 
   std::filesystem::copy(copy / "level1" / "19_ReLU" / "correct", copy / "level1" / "19_ReLU" / "broken_stray",
                         std::filesystem::copy_options::recursive);
   write_text(copy / "manifest.tsv",
-             "level1/19_ReLU\tbroken\theavy\trequired\toff-by-one\tnon_finite\tlast vector skipped\n");
+             "level1/19_ReLU\tbroken\theavy:66\trequired\toff-by-one\tnon_finite\tlast vector skipped\n");
   write_text(copy / "level1" / "19_ReLU" / "broken" / "kernels" / "relu.cu", "// nothing left of the kernel\n");
   // The stray variant also breaks the candidate contract: a constructor the task's Model does
   // not have, torch compute in forward, and a file the compile driver would not build.
@@ -178,7 +178,7 @@ TEST_CASE("every GPU candidate is named by the manifest and each broken variant 
              Catch::Matchers::Contains("kernels/notes.txt: only *.cu *.cuh *.cpp *.h files belong in kernels/"));
 
   // A manifest row that does not say what kind of bug its variant carries.
-  write_text(copy / "manifest.tsv", "level1/19_ReLU\tbroken\theavy\trequired\t\tnon_finite\tlast vector skipped\n");
+  write_text(copy / "manifest.tsv", "level1/19_ReLU\tbroken\theavy:66\trequired\t\tnon_finite\tlast vector skipped\n");
   const auto unnamed = run({CUDA_AGENT_PYTHON, (candidates_directory / "check_layout.py").string(), copy.string()});
   INFO(unnamed.standard_output.text);
   CHECK(unnamed.exit_code == 1);
@@ -251,6 +251,8 @@ TEST_CASE("run_all.sh reports each verdict and fails exactly when a required exp
     CHECK(std::count(table.begin(), table.end(), '\n') == 4);  // header + three broken variants
     CHECK_THAT(read_text(out / "summary.txt"),
                Catch::Matchers::Contains("2/2 correct candidates accepted, 2/2 required broken variants rejected"));
+    // 41_Max_Pooling_1D is heavy: both of its evaluations took their GPU memory and gave it back.
+    CHECK(read_text(out / ".gpu_memory_in_use") == "0\n");
     CHECK_THAT(ran.standard_output.text,
                Catch::Matchers::Contains("2/2 correct candidates accepted, 2/2 required broken variants rejected"));
     CHECK_THAT(ran.standard_output.text,

@@ -5,7 +5,8 @@
 #   tests/gpu_candidates/run_all.sh -o /tmp/gpu_candidates build/examples/cuda-agent/cuda-agent
 #
 # evaluates the 23 correct candidates and the 25 broken variants (48 evaluations: light tasks 6
-# at a time, the five heavy level-1 tasks 2 at a time next to them, all through one compile
+# at a time, the five heavy level-1 tasks up to 3 at a time next to them within a GPU memory
+# budget, all through one compile
 # cache), prints the table and writes it to the output directory: summary.md (task, level,
 # correct: accepted?, broken variant, bug kind, broken: rejected with which reason?), summary.tsv
 # (the same for scripts, with the rejection messages), summary.txt (the printed report), and per
@@ -26,8 +27,13 @@
 #   FILTER       only tasks whose "level/task" contains one of these strings
 #   -j JOBS      evaluations of light tasks run at once (default 6): builds and Python workers
 #                overlap on the CPUs
-#   -J HEAVY     evaluations of heavy tasks (inputs of 0.8 to 2.1 G floats, up to ~30 GiB of GPU
-#                memory each) run at once, next to the light ones (default 2)
+#   -J HEAVY     evaluations of heavy tasks (inputs of 0.8 to 2.1 G floats) run at once at most,
+#                next to the light ones (default 3)
+#   -M GIB       GPU memory the heavy evaluations running at once may hold together (default 100
+#                of the H200's 141; the light ones need well under 30). Each heavy task's peak is
+#                estimated in the manifest (gpu_memory `heavy:GIB`: the reference keeps five
+#                expected outputs, and both processes hold their inputs and outputs); a heavy
+#                evaluation waits until its estimate fits, or runs alone when it exceeds the budget
 #   -l           light tasks only (skips the five heavy level-1 tasks; about 2 minutes)
 #   -n           no host checks (GPU device node, bubblewrap) before starting, e.g. for a stand-in
 #                binary
@@ -48,7 +54,8 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 jobs=6
-heavy_jobs=2
+heavy_jobs=3
+memory_budget=100
 out=""
 cache=""
 time_limit=900
@@ -56,13 +63,14 @@ light_only=0
 host_checks=1
 
 usage() { sed -n '2,/^set -euo/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
-while getopts "j:J:lnc:o:t:h" option; do
+while getopts "j:J:M:lnc:o:t:h" option; do
   case "$option" in
     l) light_only=1 ;;
     n) host_checks=0 ;;
     c) cache="$OPTARG" ;;
     j) jobs="$OPTARG" ;;
     J) heavy_jobs="$OPTARG" ;;
+    M) memory_budget="$OPTARG" ;;
     o) out="$OPTARG" ;;
     t) time_limit="$OPTARG" ;;
     h) usage; exit 0 ;;
@@ -125,7 +133,7 @@ queued=" "
 while IFS=$'\t' read -r task variant weight _; do
   [[ -z "$task" || "$task" == \#* ]] && continue
   selected "$task" || continue
-  [ "$light_only" = 1 ] && [ "$weight" = heavy ] && continue
+  [ "$light_only" = 1 ] && [ "${weight%%:*}" = heavy ] && continue
   for candidate in correct "$variant"; do
     [[ "$queued" == *" $task/$candidate "* ]] && continue
     queued+="$task/$candidate "
@@ -134,8 +142,8 @@ while IFS=$'\t' read -r task variant weight _; do
       exit 2
     fi
     case "$weight/$candidate" in
-      heavy/correct) heavy+=("$task $candidate heavy") ;;
-      heavy/*) heavy_broken+=("$task $candidate heavy") ;;
+      heavy*/correct) heavy+=("$task $candidate $weight") ;;
+      heavy*/*) heavy_broken+=("$task $candidate $weight") ;;
       */correct) light+=("$task $candidate light") ;;
       *) light_broken+=("$task $candidate light") ;;
     esac
@@ -159,16 +167,45 @@ evaluate() {
   rm -f "$result.json" "$result.rc"
   local started=$SECONDS rc=0
   local extra=()
-  [ "$weight" = heavy ] && extra=(--timeout $((TIME_LIMIT > 180 ? TIME_LIMIT - 120 : 60)))
+  local gib=0
+  if [ "${weight%%:*}" = heavy ]; then
+    extra=(--timeout $((TIME_LIMIT > 180 ? TIME_LIMIT - 120 : 60)))
+    [[ "$weight" == heavy:* ]] && gib="${weight#heavy:}"
+    reserve_gpu_memory "$gib"
+  fi
   # shellcheck disable=SC2086  # CUDA_AGENT_EVAL_ARGS is a list of flags
   timeout --kill-after=30 "$TIME_LIMIT" "$BINARY" eval "$task_file" "$HERE/$task/$variant" --device cuda \
     --json "$result.json" "${extra[@]}" $CACHE_ARGS ${CUDA_AGENT_EVAL_ARGS:-} > "$result.log" 2>&1 || rc=$?
+  [ "$gib" -gt 0 ] && return_gpu_memory "$gib"
   echo "$rc" > "$result.rc"
   echo $((SECONDS - started)) > "$result.seconds"
   printf '  done %-55s %-7s rc=%s %ss\n' "$task" "$variant" "$rc" "$((SECONDS - started))"
 }
-export -f evaluate
-export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit" CACHE_ARGS="${cache_args[*]}"
+# The GPU memory budget of the heavy evaluations: GiB in use, in a file guarded by flock.
+reserve_gpu_memory() {
+  local gib="$1" used
+  while true; do
+    {
+      flock 9
+      used="$(cat "$OUT/.gpu_memory_in_use")"
+      if [ "$used" -eq 0 ] || [ $((used + gib)) -le "$MEMORY_BUDGET" ]; then
+        echo $((used + gib)) > "$OUT/.gpu_memory_in_use"
+        return 0
+      fi
+    } 9> "$OUT/.gpu_memory.lock"
+    sleep 2
+  done
+}
+return_gpu_memory() {
+  {
+    flock 9
+    echo $(($(cat "$OUT/.gpu_memory_in_use") - $1)) > "$OUT/.gpu_memory_in_use"
+  } 9> "$OUT/.gpu_memory.lock"
+}
+export -f evaluate reserve_gpu_memory return_gpu_memory
+export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit" CACHE_ARGS="${cache_args[*]}" \
+  MEMORY_BUDGET="$memory_budget"
+echo 0 > "$out/.gpu_memory_in_use"
 
 printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' | cut -d' ' -f1,2 > "$out/evaluated.txt"
 echo "Evaluating $total candidates (${#heavy[@]} heavy, ${#light[@]} light) with $binary; results in $out"
@@ -186,7 +223,7 @@ echo
 
 status=0
 "$python" "$here/summarize_results.py" "$here/manifest.tsv" "$out" > "$out/summary.txt" || status=$?
-echo "Wall time $((SECONDS - started)) s with -j $jobs -J $heavy_jobs; summary.md, summary.tsv and summary.txt in $out" \
+echo "Wall time $((SECONDS - started)) s with -j $jobs -J $heavy_jobs -M $memory_budget; summary.md, summary.tsv and summary.txt in $out" \
   >> "$out/summary.txt"
 cat "$out/summary.txt"
 exit "$status"
