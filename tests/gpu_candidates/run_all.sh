@@ -6,8 +6,7 @@
 #
 # evaluates the 23 correct candidates and the 25 broken variants (48 evaluations: light tasks 6
 # at a time, the five heavy level-1 tasks up to 3 at a time next to them within a GPU memory
-# budget, all through one compile
-# cache), prints the table and writes it to the output directory: summary.md (task, level,
+# budget, all through one compile cache), prints the table and writes it to the output directory: summary.md (task, level,
 # correct: accepted?, broken variant, bug kind, broken: rejected with which reason?), summary.tsv
 # (the same for scripts, with the rejection messages), summary.txt (the printed report), and per
 # evaluation <level>/<task>.<variant>.{json,log,rc,seconds}. Expected: exit status 0 with
@@ -22,7 +21,8 @@
 # reason other than the manifest expects, or a `likely` one (race, out-of-range write) that was
 # accepted, is reported as a warning.
 #
-# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-l] [-n] [-c CACHE_DIR] [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
+# Usage: tests/gpu_candidates/run_all.sh [-j JOBS] [-J HEAVY_JOBS] [-M GIB] [-l] [-n] [-c CACHE_DIR]
+#                                        [-o OUT_DIR] [-t SECONDS] CUDA_AGENT [FILTER...]
 #   CUDA_AGENT   the cuda-agent binary (its `eval` subcommand is used)
 #   FILTER       only tasks whose "level/task" contains one of these strings
 #   -j JOBS      evaluations of light tasks run at once (default 6): builds and Python workers
@@ -44,7 +44,7 @@
 #   -t SECONDS   time limit per evaluation (default 900); heavy tasks also get
 #                `--timeout SECONDS-120` for their verification (the eval default is 300 s)
 # Extra arguments for every `cuda-agent eval` call can be given in CUDA_AGENT_EVAL_ARGS
-# (split on spaces), e.g. CUDA_AGENT_EVAL_ARGS="--workers 2".
+# (split on spaces), e.g. CUDA_AGENT_EVAL_ARGS="--strict".
 #
 # Correct candidates are queued before the broken variants, so a broken variant's build finds
 # the objects of the files it shares with its correct twin (binding.cpp, unchanged kernels) in
