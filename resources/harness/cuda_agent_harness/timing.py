@@ -286,6 +286,10 @@ class CudaDevice:
     #: of the two, over the difference of their event times, is the SM clock.
     PROBE_SHORT_CYCLES = 20_000
     PROBE_LONG_CYCLES = 100_000
+    #: Spun first, so that the device is still busy while the host enqueues the probe: from an
+    #: idle device the host's launch latency would fall between the events and can exceed the
+    #: difference being measured.
+    PROBE_LEAD_CYCLES = 400_000
 
     def __init__(self, torch: Any, index: int = 0, flush_bytes: int | None = None):
         self.torch = torch
@@ -394,6 +398,7 @@ class CudaDevice:
     def clock_mhz(self) -> float | None:
         e0, e1, e2 = self._probe_events
         sleep = self.torch.cuda._sleep
+        sleep(self.PROBE_LEAD_CYCLES)
         e0.record()
         sleep(self.PROBE_SHORT_CYCLES)
         e1.record()
