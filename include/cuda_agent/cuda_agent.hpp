@@ -22,3 +22,9 @@
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
+
+#include "cuda_agent/context_window.hpp"
+#include "cuda_agent/agent_result.hpp"
+#include "cuda_agent/agent_observer.hpp"
+#include "cuda_agent/agent_report.hpp"
+#include "cuda_agent/agent_loop.hpp"

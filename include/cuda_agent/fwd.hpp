@@ -46,6 +46,7 @@ struct Command;
 struct CommandResult;
 class SandboxError;
 class AnySandbox;
+class SandboxRef;
 
 // task.hpp
 enum class TaskOrigin;
@@ -77,5 +78,26 @@ class AnyRewardPolicy;
 
 // evaluator.hpp
 class AnyEvaluator;
+
+// context_window.hpp
+enum class ContextRole;
+struct ContextOptions;
+struct CompactionOutcome;
+class ContextWindow;
+
+// agent_result.hpp
+enum class StopReason;
+struct ScoredCandidate;
+struct EpisodeResult;
+
+// agent_observer.hpp
+struct EpisodeProgress;
+class AgentObserver;
+struct CallbackObserver;
+class TerminalProgress;
+
+// agent_loop.hpp
+struct AgentBudget;
+struct AgentOptions;
 
 }  // namespace cuda_agent
