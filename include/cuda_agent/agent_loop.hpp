@@ -199,8 +199,8 @@ class AgentLoop {
   /// Runs a new episode on `task` in `workspace` (already materialized: SKILL.md,
   /// model.py, kernels/). Throws `std::invalid_argument` if the output directory already
   /// holds a trajectory: continue it with `resume`, or choose another directory.
-  EpisodeResult run(const Task& task, const std::filesystem::path& workspace, std::stop_token stop = {}) {
-    Episode episode = open_episode(task, workspace, stop, false);
+  EpisodeResult run(const Task& task, const std::filesystem::path& workspace, std::stop_token cancellation = {}) {
+    Episode episode = open_episode(task, workspace, std::move(cancellation), false);
     const std::string system = options_.system_prompt ? options_.system_prompt(task, workspace) : read_skill(workspace);
     const std::string prompt =
         options_.task_prompt ? options_.task_prompt(task, workspace) : default_task_prompt(task, workspace);
@@ -216,12 +216,12 @@ class AgentLoop {
   /// episode goes on. An episode that was cancelled, hit a backend error or ran out of a
   /// budget goes on under the current options; one that completed, got stuck or ran out
   /// of context is only reported again.
-  EpisodeResult resume(const Task& task, const std::filesystem::path& workspace, std::stop_token stop = {}) {
+  EpisodeResult resume(const Task& task, const std::filesystem::path& workspace, std::stop_token cancellation = {}) {
     if (!std::filesystem::exists(trajectory_path()))
       throw std::invalid_argument("cannot resume: there is no trajectory at " + trajectory_path().string() +
                                   "; start the episode with run()");
     const std::vector<nlohmann::json> events = TrajectoryWriter::read_events(trajectory_path());
-    Episode episode = open_episode(task, workspace, stop, true);
+    Episode episode = open_episode(task, workspace, std::move(cancellation), true);
     const Restored restored = restore(episode, events);
     if (restored.finished && !resumable(restored.finish_reason)) {
       episode.stop = restored.finish_reason;
@@ -296,7 +296,8 @@ class AgentLoop {
 
   // --- setup ------------------------------------------------------------------------------
 
-  Episode open_episode(const Task& task, const std::filesystem::path& workspace, std::stop_token stop, bool resuming) {
+  Episode open_episode(const Task& task, const std::filesystem::path& workspace, std::stop_token cancellation,
+                       bool resuming) {
     if (options_.output_directory.empty())
       throw std::invalid_argument("AgentOptions::output_directory is empty: say where the trajectory and results go");
     if (!std::filesystem::is_directory(workspace))
@@ -305,8 +306,8 @@ class AgentLoop {
       throw std::invalid_argument("the output directory " + options_.output_directory.string() +
                                   " already holds a trajectory: resume it, or choose another output directory");
     std::filesystem::create_directories(options_.output_directory);
-    Episode episode(task, workspace, stop, trajectory_path(), options_);
-    episode.tool_context.set_cancellation(stop);
+    Episode episode(task, workspace, cancellation, trajectory_path(), options_);
+    episode.tool_context.set_cancellation(cancellation);
     episode.tool_context.set_sandbox(SandboxRef(sandbox_));
     episode.specs = tools_.specs();
     if (options_.offer_finish_tool) episode.specs.push_back(finish_tool_spec());
