@@ -16,6 +16,10 @@
 #include "cuda_agent/trajectory.hpp"
 
 #include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/llm_transport.hpp"
+#include "cuda_agent/scripted_client.hpp"
+#include "cuda_agent/replay_client.hpp"
+#include "cuda_agent/llm_spec.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/verifier.hpp"

@@ -24,6 +24,34 @@ class LlmError;
 // llm_client.hpp
 class AnyLlmClient;
 
+// llm_transport.hpp
+struct RetryPolicy;
+struct Timeouts;
+struct TlsOptions;
+struct ProxyOptions;
+struct RetryNotice;
+struct TransportOptions;
+
+// scripted_client.hpp, replay_client.hpp, llm_spec.hpp
+struct ScriptedError;
+class ScriptedClient;
+struct ReplayDivergence;
+struct ReplayOptions;
+class ReplayClient;
+class LlmSpecError;
+struct LlmSpec;
+
+// http/ (component http)
+namespace http {
+enum class OpenAiDialect;
+struct OpenAiOptions;
+class OpenAiClient;
+struct AnthropicOptions;
+class AnthropicClient;
+class CurlTransport;
+struct HttpResult;
+}  // namespace http
+
 // tool.hpp
 struct ToolResult;
 class ToolContext;

@@ -224,6 +224,9 @@ struct StreamDelta {
   std::optional<std::size_t> tool_call_index;
   std::string tool_call_name;
   std::string tool_call_arguments;
+  /// The previous attempt failed mid-stream and the client is asking again: whatever
+  /// earlier deltas of this call showed is void, and the answer starts over.
+  bool restarted = false;
 };
 
 /// One chat turn's input.
