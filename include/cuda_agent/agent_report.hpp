@@ -86,8 +86,10 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
               std::to_string(evaluation.verification->checks_total) + " checks passed.\n";
     if (evaluation.profile) {
       const ProfileResult& profile = *evaluation.profile;
-      text += "\nTimings (" + std::string(to_string(profile.regime)) + "):\n\n";
-      text += "| contender | median µs | q1 µs | q3 µs | samples |\n| --- | ---: | ---: | ---: | ---: |\n";
+      if (!profile.timings.empty()) {
+        text += "\nTimings (" + std::string(to_string(profile.regime)) + "):\n\n";
+        text += "| contender | median µs | q1 µs | q3 µs | samples |\n| --- | ---: | ---: | ---: | ---: |\n";
+      }
       for (const TimingStats& stats : profile.timings)
         text += "| " + stats.contender + " | " + format_number("%.2f", stats.median_us) + " | " +
                 format_number("%.2f", stats.q1_us) + " | " + format_number("%.2f", stats.q3_us) + " | " +
