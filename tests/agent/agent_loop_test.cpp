@@ -408,3 +408,39 @@ TEST_CASE("progress shows plain lines when not on a terminal", "[agent]") {
   redrawn.on_turn_start({});
   CHECK(tty.str().find("\r\x1b[2K") == 0);
 }
+
+TEST_CASE("a Bash command that runs the verification triggers trusted scoring", "[agent]") {
+  const auto root = fresh_directory("bash-verification");
+  const auto task = relu_task();
+  ScriptClient client({
+      answer({call("a", "Write", {{"file_path", "model_new.py"}, {"content", candidate(true, 1.6, 1.2)}}),
+              call("b", "Bash", {{"command", "echo verify passed"}})}),
+      answer({call("c", "Write", {{"file_path", "model_new.py"}, {"content", candidate(true, 1.1, 0.9)}}),
+              call("d", "Bash", {{"command", "echo not a check"}})}),
+      answer({call("e", "Bash", {{"command", "verify_that_fails_on_purpose"}})}),
+  });
+  TestLoop loop(client, standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options_for(root));
+  const auto result = loop.run(task, make_workspace(root, task));
+  // Turn 1 verified by Bash; turn 2 ran no verification; turn 3's failed; the end scores turn 2's files.
+  REQUIRE(result.evaluations.size() == 2);
+  CHECK(result.evaluations[0].turn == 1);
+  CHECK(result.evaluations[1].turn == 4);
+  CHECK(result.best->turn == 1);
+}
+
+TEST_CASE("a failing evaluator is reported, not blamed on the candidate", "[agent]") {
+  struct BrokenEvaluator {
+    ca::Evaluation evaluate(const ca::Task&, const fs::path&) { throw std::runtime_error("harness not installed"); }
+  };
+  const auto root = fresh_directory("broken-evaluator");
+  const auto task = relu_task();
+  ScriptClient client({answer({call("a", "Write", {{"file_path", "model_new.py"}, {"content", candidate(true, 2, 2)}}),
+                               call("b", "Verify", nlohmann::json::object())})});
+  ca::AgentLoop loop(client, standard_tools(), DirectSandbox{}, BrokenEvaluator{}, MilestonePolicy{}, options_for(root));
+  const auto result = loop.run(task, make_workspace(root, task));
+  CHECK(result.reason == ca::StopReason::completed);
+  CHECK_FALSE(result.best);
+  CHECK(result.message.find("the trusted evaluation failed (not the candidate's fault): harness not installed") !=
+        std::string::npos);
+  CHECK(events_of_type(result.trajectory, "evaluation_error").size() == 1);
+}
