@@ -17,9 +17,13 @@ python="${CUDA_AGENT_VENV:-$default_venv}/bin/python3"
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
+# The cuda component needs the CUDA Toolkit; build it wherever nvcc is installed.
+with_cuda=OFF
+if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then with_cuda=ON; fi
 cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
   -DCUDA_AGENT_ENABLE_GPU_TESTS=ON \
+  -DCUDA_AGENT_WITH_CUDA="$with_cuda" -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" \
   -DCUDA_AGENT_PYTHON="$python"
 cmake --build "$build" --parallel "$(nproc)"
 cd "$build"

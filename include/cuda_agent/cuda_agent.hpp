@@ -3,7 +3,7 @@
 
 /// @file
 /// Everything in the core of cuda_agent. Optional components have their own umbrella
-/// headers: cuda_agent/http/http.hpp, cuda_agent/cuda/cuda.hpp, cuda_agent/torch/torch.hpp.
+/// headers: cuda_agent/http/http.hpp (libcurl) and cuda_agent/cuda/cuda.hpp (CUDA runtime).
 
 #include "cuda_agent/version.hpp"
 #include "cuda_agent/fwd.hpp"
