@@ -7,6 +7,12 @@
 #include <catch2/catch_test_macros.hpp>
 #include <catch2/matchers/catch_matchers_string.hpp>
 #define CUDA_AGENT_CATCH_VERSION 3
+// v3 renamed the substring matcher; the v2 name keeps working for tests that use it.
+namespace Catch::Matchers {
+inline StringContainsMatcher Contains(std::string const& text, CaseSensitive sensitivity = CaseSensitive::Yes) {
+  return ContainsSubstring(text, sensitivity);
+}
+}  // namespace Catch::Matchers
 #else
 #include <catch2/catch.hpp>
 #define CUDA_AGENT_CATCH_VERSION 2

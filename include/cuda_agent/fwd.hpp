@@ -76,6 +76,15 @@ class SandboxError;
 class AnySandbox;
 class SandboxRef;
 
+// sandbox_options.hpp, process_sandbox.hpp, bubblewrap_sandbox.hpp, cuda_probe.hpp
+struct Mount;
+struct SandboxOptions;
+struct SandboxIdentity;
+class ProcessSandbox;
+class BubblewrapSandbox;
+struct CudaDevice;
+struct CudaProbe;
+
 // task.hpp
 enum class TaskOrigin;
 struct Task;

@@ -117,14 +117,9 @@ struct LlmSpec {
   [[nodiscard]] std::optional<std::chrono::milliseconds> seconds(std::string_view name) const {
     const auto value = option(name);
     if (!value) return std::nullopt;
-    std::size_t used = 0;
     double number = -1;
-    try {
-      number = std::stod(*value, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != value->size() || !(number > 0) || number > 1e7)
+    const auto [end, error] = std::from_chars(value->data(), value->data() + value->size(), number);
+    if (error != std::errc() || end != value->data() + value->size() || !(number > 0) || number > 1e7)
       throw LlmSpecError(error_prefix() + "option " + std::string(name) + "=" + *value +
                          " must be a positive number of seconds");
     return std::chrono::milliseconds(static_cast<std::int64_t>(number * 1000.0));

@@ -69,9 +69,8 @@ struct LoopbackServer::Impl {
   std::vector<RecordedRequest> requests;
 
   void start() {
-    server->Post(".*", [this](const httplib::Request& request, httplib::Response& response) {
-      answer(request, response);
-    });
+    server->Post(".*",
+                 [this](const httplib::Request& request, httplib::Response& response) { answer(request, response); });
     server->set_keep_alive_timeout(1);
     port = server->bind_to_any_port("127.0.0.1");
     if (port <= 0) throw std::runtime_error("the loopback server could not bind to 127.0.0.1");
@@ -108,7 +107,8 @@ struct LoopbackServer::Impl {
         lock.unlock();
         reply = current(recorded);
       } else {
-        reply = Reply::json(R"({"error":{"message":"the test queued no reply for this request","type":"test_error"}})", 500);
+        reply = Reply::json(R"({"error":{"message":"the test queued no reply for this request","type":"test_error"}})",
+                            500);
       }
     }
     response.status = reply.status;
@@ -118,15 +118,15 @@ struct LoopbackServer::Impl {
       return;
     }
     auto shared = std::make_shared<Reply>(std::move(reply));
-    response.set_chunked_content_provider(shared->content_type.c_str(),
-                                          [this, shared](std::size_t, httplib::DataSink& sink) {
-                                            return stream(*shared, sink);
-                                          });
+    response.set_chunked_content_provider(
+        shared->content_type.c_str(),
+        [this, shared](std::size_t, httplib::DataSink& sink) { return stream(*shared, sink); });
   }
 
   bool stream(const Reply& reply, httplib::DataSink& sink) {
     const std::string_view body = reply.body;
-    const std::size_t limit = reply.ending == Reply::Ending::complete ? body.size() : std::min(reply.cut_after, body.size());
+    const std::size_t limit =
+        reply.ending == Reply::Ending::complete ? body.size() : std::min(reply.cut_after, body.size());
     const std::size_t piece = reply.piece_size == 0 ? body.size() : reply.piece_size;
     for (std::size_t offset = 0; offset < limit && !stopping; offset += piece) {
       if (offset > 0 && reply.piece_delay.count() > 0) std::this_thread::sleep_for(reply.piece_delay);

@@ -5,15 +5,15 @@
 // replies (whole, streamed in small pieces, cut, stalled) and a record of every request.
 // The implementation (loopback_server.cpp) is the only place that sees cpp-httplib.
 
-#include <chrono>       // milliseconds, steady_clock
-#include <cstddef>      // size_t
-#include <filesystem>   // path
-#include <functional>   // function
-#include <map>          // map
-#include <memory>       // unique_ptr
-#include <string>       // string
-#include <utility>      // pair
-#include <vector>       // vector
+#include <chrono>      // milliseconds, steady_clock
+#include <cstddef>     // size_t
+#include <filesystem>  // path
+#include <functional>  // function
+#include <map>         // map
+#include <memory>      // unique_ptr
+#include <string>      // string
+#include <utility>     // pair
+#include <vector>      // vector
 
 namespace cuda_agent::testing {
 

@@ -43,7 +43,8 @@ ca::ChatRequest agent_request() {
   request.messages.push_back(assistant);
   request.messages.push_back(ca::Message::tool_result("call_1", "Read", "class Model: ..."));
   request.messages.push_back(ca::Message::tool_result("call_2", "Bash", "Error: arguments are not valid JSON", true));
-  request.tools.push_back({"Read", "Reads a file.", {{"type", "object"}, {"properties", {{"file_path", {{"type", "string"}}}}}}});
+  request.tools.push_back(
+      {"Read", "Reads a file.", {{"type", "object"}, {"properties", {{"file_path", {{"type", "string"}}}}}}});
   request.tools.push_back({"Bash", "", {{"type", "object"}}});
   return request;
 }
@@ -69,7 +70,7 @@ TEST_CASE("SSE: events split on any line ending, wherever the network cuts", "[l
     CHECK(events[0].data == "{\"a\":1}");
     CHECK(events[1].event.empty());
     CHECK(events[1].data == "no-space\n two spaces");  // one space after the colon is dropped, not two
-    CHECK(events[2].data.empty());                       // "data" alone: an empty line of data
+    CHECK(events[2].data.empty());                     // "data" alone: an empty line of data
     CHECK(events[2].id == "7");
     CHECK(events[3].data == "last without blank line");
     CHECK(events[3].id == "7");  // ids persist
@@ -78,9 +79,15 @@ TEST_CASE("SSE: events split on any line ending, wherever the network cuts", "[l
 
 TEST_CASE("SSE: blank lines without data dispatch nothing, and a bad BOM start is kept", "[llm][sse]") {
   CHECK(parse_sse("\n\n\r\n: ping\n\nevent: x\n\n", 1).empty());
-  const auto events = parse_sse("\xEF\xBB" "data: x\n\n", 1);  // two BOM bytes, then not the third
-  REQUIRE(events.empty());                                   // the line "\xEF\xBB" "data" is an unknown field
-  const auto bom_only = parse_sse("\xEF\xBB\xBF" "data: y\n\n", 2);
+  const auto events = parse_sse(
+      "\xEF\xBB"
+      "data: x\n\n",
+      1);                   // two BOM bytes, then not the third
+  REQUIRE(events.empty());  // the line "\xEF\xBB" "data" is an unknown field
+  const auto bom_only = parse_sse(
+      "\xEF\xBB\xBF"
+      "data: y\n\n",
+      2);
   REQUIRE(bom_only.size() == 1);
   CHECK(bom_only[0].data == "y");
 }
@@ -116,7 +123,8 @@ TEST_CASE("OpenAI request bodies carry history, tools and sampling as the API na
   CHECK(assistant["tool_calls"][1]["function"]["arguments"] == R"({"command": "ls)");  // OpenAI keeps text as sent
   CHECK_FALSE(assistant.contains("reasoning_content"));
   CHECK(body["messages"][4] ==
-        nlohmann::json({{"role", "tool"}, {"tool_call_id", "call_2"}, {"content", "Error: arguments are not valid JSON"}}));
+        nlohmann::json(
+            {{"role", "tool"}, {"tool_call_id", "call_2"}, {"content", "Error: arguments are not valid JSON"}}));
   CHECK(body["tools"][0]["function"]["name"] == "Read");
   CHECK(body["tools"][0]["function"]["description"] == "Reads a file.");
   CHECK_FALSE(body["tools"][1]["function"].contains("description"));
@@ -182,7 +190,8 @@ TEST_CASE("OpenAI: a whole response with parallel tool calls and detailed usage"
 }
 
 TEST_CASE("OpenAI-compatible whole responses: vLLM reasoning, llama-server calls, quirks", "[llm][openai]") {
-  const auto vllm = ca::detail::parse_openai_response(nlohmann::json::parse(llm_fixture_text("vllm/chat_reasoning.json")), "vllm");
+  const auto vllm =
+      ca::detail::parse_openai_response(nlohmann::json::parse(llm_fixture_text("vllm/chat_reasoning.json")), "vllm");
   CHECK(vllm.message.reasoning.text == "nvcc reported no errors, so the next step is the verifier.");
   CHECK(vllm.message.content == "Both kernels compile; verifying next.");
   CHECK(vllm.finish_reason == ca::FinishReason::stop);
@@ -206,24 +215,27 @@ TEST_CASE("OpenAI-compatible whole responses: vLLM reasoning, llama-server calls
   CHECK(odd.finish_reason == ca::FinishReason::tool_calls);  // calls made, whatever the server said
 
   const auto refusal = ca::detail::parse_openai_response(nlohmann::json::parse(R"({"choices": [{"index": 0,
-      "finish_reason": "stop", "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]})"), "r");
+      "finish_reason": "stop", "message": {"role": "assistant", "content": null, "refusal": "I can't help with that."}}]})"),
+                                                         "r");
   CHECK(refusal.message.content == "I can't help with that.");
   CHECK(refusal.finish_reason == ca::FinishReason::content_filter);
 }
 
 TEST_CASE("OpenAI: an empty choice list or an error object is a failure, not an answer", "[llm][openai]") {
-  try {
-    (void)ca::detail::parse_openai_response(nlohmann::json::parse(llm_fixture_text("openai/empty_choices.json")), "test");
-    FAIL("an empty choice list was accepted");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)ca::detail::parse_openai_response(nlohmann::json::parse(llm_fixture_text("openai/empty_choices.json")),
+                                              "test");
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::invalid_response);
     CHECK(failure.retry());
     CHECK_CONTAINS(failure.what(), "no choices");
   }
-  try {
-    (void)ca::detail::parse_openai_response(nlohmann::json::parse(llm_fixture_text("openai/error_context_length.json")), "test");
-    FAIL("an error body was accepted");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)ca::detail::parse_openai_response(
+          nlohmann::json::parse(llm_fixture_text("openai/error_context_length.json")), "test");
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::context_overflow);
   }
   CHECK_THROWS_AS(ca::detail::parse_openai_response(nlohmann::json::array(), "test"), ca::detail::LlmFailure);
@@ -233,7 +245,8 @@ TEST_CASE("OpenAI: an empty choice list or an error object is a failure, not an 
 
 // --- OpenAI streams ---------------------------------------------------------------------------
 
-TEST_CASE("OpenAI stream: parallel tool calls split across many chunks, assembled the same at any cut", "[llm][openai][stream]") {
+TEST_CASE("OpenAI stream: parallel tool calls split across many chunks, assembled the same at any cut",
+          "[llm][openai][stream]") {
   const std::string stream = llm_fixture_text("openai/stream_parallel_tools.sse");
   const auto whole = assemble_stream<ca::detail::OpenAiStreamAssembler>(stream, stream.size());
   REQUIRE(whole.message.tool_calls.size() == 2);
@@ -265,20 +278,22 @@ TEST_CASE("OpenAI-compatible streams of every dialect", "[llm][openai][stream]")
     const auto full = assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("openai/stream_text.sse"), 5);
     CHECK(full.message.content == "I will write a fused kernel that keeps the intermediate in shared memory.");
     CHECK(full.usage.completion_tokens == 17);
-    const auto cut = assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("openai/stream_text_no_usage.sse"), 5);
+    const auto cut =
+        assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("openai/stream_text_no_usage.sse"), 5);
     CHECK(cut.message.content == full.message.content);
     CHECK(cut.finish_reason == ca::FinishReason::stop);
     CHECK(cut.usage == ca::Usage{});  // the counts were lost, the answer was not
   }
   SECTION("vLLM puts reasoning in `reasoning`") {
     std::vector<ca::StreamDelta> deltas;
-    const auto response =
-        assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("vllm/stream_reasoning_tools.sse"), 3, &deltas);
+    const auto response = assemble_stream<ca::detail::OpenAiStreamAssembler>(
+        llm_fixture_text("vllm/stream_reasoning_tools.sse"), 3, &deltas);
     CHECK(response.message.reasoning.text ==
           "The reference multiplies then adds a bias; fusing both into one kernel saves a global-memory round trip.");
     CHECK(response.message.content == "Reading the model first.");
     REQUIRE(response.message.tool_calls.size() == 1);
-    CHECK(response.message.tool_calls[0].arguments == nlohmann::json({{"file_path", "/workspace/model.py"}, {"limit", 200}}));
+    CHECK(response.message.tool_calls[0].arguments ==
+          nlohmann::json({{"file_path", "/workspace/model.py"}, {"limit", 200}}));
     CHECK(response.usage.prompt_tokens == 3021);
     std::string shown_reasoning;
     for (const auto& delta : deltas) shown_reasoning += delta.reasoning;
@@ -294,8 +309,8 @@ TEST_CASE("OpenAI-compatible streams of every dialect", "[llm][openai][stream]")
     CHECK(response.usage.completion_tokens == 128);
   }
   SECTION("llama-server streams calls in two-character pieces with timings") {
-    const auto response =
-        assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("llama_server/stream_parallel_calls.sse"), 4);
+    const auto response = assemble_stream<ca::detail::OpenAiStreamAssembler>(
+        llm_fixture_text("llama_server/stream_parallel_calls.sse"), 4);
     REQUIRE(response.message.tool_calls.size() == 2);
     CHECK(response.message.tool_calls[0].name == "Glob");
     CHECK(response.message.tool_calls[1].arguments == nlohmann::json({{"pattern", "__global__"}, {"path", "kernels"}}));
@@ -326,10 +341,10 @@ TEST_CASE("OpenAI stream: malformed arguments become per-call errors, the raw te
 }
 
 TEST_CASE("OpenAI stream: a stream cut before the finish is incomplete and retriable", "[llm][openai][stream]") {
-  try {
-    (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("openai/stream_cut.sse"), 7);
-    FAIL("a cut stream was accepted");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("openai/stream_cut.sse"), 7);
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::retriable);
     CHECK(failure.retry());
     CHECK_CONTAINS(failure.what(), "before the answer was complete");
@@ -342,20 +357,22 @@ TEST_CASE("OpenAI stream: a stream cut before the finish is incomplete and retri
 }
 
 TEST_CASE("OpenAI stream: an error inside the stream is raised as what it says", "[llm][openai][stream]") {
-  try {
-    (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("vllm/stream_error_midstream.sse"), 8);
-    FAIL("a mid-stream error was ignored");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(llm_fixture_text("vllm/stream_error_midstream.sse"), 8);
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::retriable);
     CHECK(failure.http_status() == 500);
     CHECK_CONTAINS(failure.what(), "engine is overloaded");
   }
   CHECK_THROWS_AS(assemble_stream<ca::detail::OpenAiStreamAssembler>("data: {not json\n\n", 3), ca::detail::LlmFailure);
-  try {
-    (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(
-        R"(data: {"error":{"message":"This model's maximum context length is 8192 tokens","code":400}})" "\n\n", 64);
-    FAIL("overflow ignored");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)assemble_stream<ca::detail::OpenAiStreamAssembler>(
+          R"(data: {"error":{"message":"This model's maximum context length is 8192 tokens","code":400}})"
+          "\n\n",
+          64);
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::context_overflow);
   }
 }
@@ -397,7 +414,8 @@ TEST_CASE("Tool-call fragments are assembled whatever liberties servers take", "
 
 // --- Anthropic --------------------------------------------------------------------------------
 
-TEST_CASE("Anthropic request bodies: system on top, results first in one user turn, thinking unchanged", "[llm][anthropic]") {
+TEST_CASE("Anthropic request bodies: system on top, results first in one user turn, thinking unchanged",
+          "[llm][anthropic]") {
   auto request = agent_request();
   const nlohmann::json thinking = {{"type", "thinking"}, {"thinking", "look first"}, {"signature", "c2lnbmF0dXJl"}};
   request.messages[2].reasoning.opaque_blocks = {thinking, {{"type", "redacted_thinking"}, {"data", "ZW5jcnlwdGVk"}}};
@@ -418,21 +436,25 @@ TEST_CASE("Anthropic request bodies: system on top, results first in one user tu
   CHECK_FALSE(body.contains("seed"));
   const auto& messages = body["messages"];
   REQUIRE(messages.size() == 3);
-  CHECK(messages[0] == nlohmann::json({{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Make model.py faster."}}}}}));
+  CHECK(messages[0] ==
+        nlohmann::json({{"role", "user"}, {"content", {{{"type", "text"}, {"text", "Make model.py faster."}}}}}));
   const auto& assistant = messages[1]["content"];
   REQUIRE(assistant.size() == 4);
   CHECK(assistant[0] == thinking);  // byte for byte, ahead of the calls
   CHECK(assistant[1]["type"] == "redacted_thinking");
-  CHECK(assistant[2] == nlohmann::json({{"type", "tool_use"}, {"id", "call_1"}, {"name", "Read"},
-                                        {"input", {{"file_path", "model.py"}}}}));
+  CHECK(assistant[2] ==
+        nlohmann::json(
+            {{"type", "tool_use"}, {"id", "call_1"}, {"name", "Read"}, {"input", {{"file_path", "model.py"}}}}));
   CHECK(assistant[3]["input"] == nlohmann::json::object());  // unparsable arguments: an empty object
   const auto& user = messages[2]["content"];
   REQUIRE(user.size() == 3);
-  CHECK(user[0] == nlohmann::json({{"type", "tool_result"}, {"tool_use_id", "call_1"}, {"content", "class Model: ..."}}));
+  CHECK(user[0] ==
+        nlohmann::json({{"type", "tool_result"}, {"tool_use_id", "call_1"}, {"content", "class Model: ..."}}));
   CHECK(user[1]["is_error"] == true);
   CHECK(user[2] == nlohmann::json({{"type", "text"}, {"text", "Also check the GPU."}}));
-  CHECK(body["tools"][0] == nlohmann::json({{"name", "Read"}, {"description", "Reads a file."},
-                                            {"input_schema", request.tools[0].parameters}}));
+  CHECK(body["tools"][0] ==
+        nlohmann::json(
+            {{"name", "Read"}, {"description", "Reads a file."}, {"input_schema", request.tools[0].parameters}}));
   CHECK(body["tool_choice"] == nlohmann::json({{"type", "auto"}, {"disable_parallel_tool_use", true}}));
 
   request.parallel_tool_calls.reset();
@@ -442,7 +464,8 @@ TEST_CASE("Anthropic request bodies: system on top, results first in one user tu
   CHECK_FALSE(ca::detail::anthropic_request_body(request, settings).contains("tool_choice"));
 }
 
-TEST_CASE("Anthropic: whole and streamed answers give the same message, thinking kept for the way back", "[llm][anthropic]") {
+TEST_CASE("Anthropic: whole and streamed answers give the same message, thinking kept for the way back",
+          "[llm][anthropic]") {
   const auto whole = ca::detail::parse_anthropic_response(
       nlohmann::json::parse(llm_fixture_text("anthropic/message_thinking_tools.json")), "test");
   CHECK(whole.finish_reason == ca::FinishReason::tool_calls);
@@ -488,10 +511,11 @@ TEST_CASE("Anthropic: whole and streamed answers give the same message, thinking
 }
 
 TEST_CASE("Anthropic stream: errors and cuts", "[llm][anthropic]") {
-  try {
-    (void)assemble_stream<ca::detail::AnthropicStreamAssembler>(llm_fixture_text("anthropic/stream_overloaded_error.sse"), 5);
-    FAIL("an error event was ignored");
-  } catch (const ca::detail::LlmFailure& failure) {
+  {
+    const auto failure = ca::testing::error_of<ca::detail::LlmFailure>([&] {
+      (void)assemble_stream<ca::detail::AnthropicStreamAssembler>(
+          llm_fixture_text("anthropic/stream_overloaded_error.sse"), 5);
+    });
     CHECK(failure.kind() == ca::LlmErrorKind::retriable);
     CHECK_CONTAINS(failure.what(), "overloaded_error");
   }
@@ -501,8 +525,12 @@ TEST_CASE("Anthropic stream: errors and cuts", "[llm][anthropic]") {
                   ca::detail::LlmFailure);
   // Malformed partial JSON in a tool block: the call carries the error.
   const auto bad = assemble_stream<ca::detail::AnthropicStreamAssembler>(
-      "data: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":\"Bash\",\"input\":{}}}\n\n"
-      "data: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{\\\"command\\\": \"}}\n\n"
+      "data: "
+      "{\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"t\",\"name\":"
+      "\"Bash\",\"input\":{}}}\n\n"
+      "data: "
+      "{\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{"
+      "\\\"command\\\": \"}}\n\n"
       "data: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":5}}\n\n",
       16);
   REQUIRE(bad.message.tool_calls.size() == 1);
@@ -542,8 +570,9 @@ TEST_CASE("Errors are classified per dialect into what the loop does next", "[ll
   CHECK(ca::detail::classify_http_error(409, none, "", "t").retry());
   CHECK(ca::detail::classify_http_error(502, none, "<html>Bad gateway</html>", "t").retry());
   // llama-server's overflow is recognised by type even when its message changes.
-  CHECK(ca::detail::classify_http_error(400, none, R"({"error":{"type":"exceed_context_size_error","message":"?"}})", "t")
-            .kind() == Kind::context_overflow);
+  CHECK(
+      ca::detail::classify_http_error(400, none, R"({"error":{"type":"exceed_context_size_error","message":"?"}})", "t")
+          .kind() == Kind::context_overflow);
   CHECK_FALSE(ca::detail::classify_http_error(400, none, R"({"error":{"message":"bad tool schema"}})", "t").retry());
   // x-should-retry decides for errors that retrying can help, not for fatal ones.
   CHECK_FALSE(ca::detail::classify_http_error(503, {{"x-should-retry", "false"}}, "", "t").retry());
@@ -553,8 +582,8 @@ TEST_CASE("Errors are classified per dialect into what the loop does next", "[ll
 
 TEST_CASE("retry-after in milliseconds, seconds or as a date", "[llm][policy]") {
   using std::chrono::milliseconds;
-  const auto now = std::chrono::sys_days{std::chrono::year{2015} / 10 / 21} + std::chrono::hours{7} +
-                   std::chrono::minutes{28};
+  const auto now =
+      std::chrono::sys_days{std::chrono::year{2015} / 10 / 21} + std::chrono::hours{7} + std::chrono::minutes{28};
   CHECK(ca::detail::retry_after({{"retry-after-ms", "1500.7"}, {"retry-after", "9"}}, now) == milliseconds(1500));
   CHECK(ca::detail::retry_after({{"retry-after", "2"}}, now) == milliseconds(2000));
   CHECK(ca::detail::retry_after({{"retry-after", "0.25"}}, now) == milliseconds(250));
@@ -605,13 +634,13 @@ TEST_CASE("The retry loop retries what it may, counts attempts, and stops when a
   CHECK_FALSE(notices[0].server_requested);
 
   calls = 0;
-  try {
-    (void)ca::detail::with_retries(options, {}, [&](int) -> int {
-      ++calls;
-      throw ca::detail::LlmFailure(ca::LlmErrorKind::retriable, "reset", 0);
+  {
+    const auto error = ca::testing::error_of<ca::LlmError>([&] {
+      (void)ca::detail::with_retries(options, {}, [&](int) -> int {
+        ++calls;
+        throw ca::detail::LlmFailure(ca::LlmErrorKind::retriable, "reset", 0);
+      });
     });
-    FAIL("no error");
-  } catch (const ca::LlmError& error) {
     CHECK(calls == 4);
     CHECK(error.attempts() == 4);
     CHECK(error.kind() == ca::LlmErrorKind::retriable);
@@ -619,16 +648,15 @@ TEST_CASE("The retry loop retries what it may, counts attempts, and stops when a
   }
 
   calls = 0;
-  try {
+  const auto fatal = ca::testing::error_of<ca::LlmError>([&] {
     (void)ca::detail::with_retries(options, {}, [&](int) -> int {
       ++calls;
       throw ca::detail::LlmFailure(ca::LlmErrorKind::fatal, "quota", 429);
     });
-  } catch (const ca::LlmError& error) {
-    CHECK(calls == 1);
-    CHECK(error.kind() == ca::LlmErrorKind::fatal);
-    CHECK(error.http_status() == 429);
-  }
+  });
+  CHECK(calls == 1);
+  CHECK(fatal.kind() == ca::LlmErrorKind::fatal);
+  CHECK(fatal.http_status() == 429);
 
   // A stop request ends a long wait at once.
   std::stop_source stop;
@@ -637,13 +665,12 @@ TEST_CASE("The retry loop retries what it may, counts attempts, and stops when a
     stop.request_stop();
   });
   const auto start = std::chrono::steady_clock::now();
-  try {
+  const auto cancelled = ca::testing::error_of<ca::LlmError>([&] {
     (void)ca::detail::with_retries(options, stop.get_token(), [&](int) -> int {
       throw ca::detail::LlmFailure(ca::LlmErrorKind::retriable, "busy", 429, std::chrono::milliseconds(30'000));
     });
-  } catch (const ca::LlmError& error) {
-    CHECK(error.kind() == ca::LlmErrorKind::cancelled);
-  }
+  });
+  CHECK(cancelled.kind() == ca::LlmErrorKind::cancelled);
   stopper.join();
   CHECK(std::chrono::steady_clock::now() - start < 5s);
 }

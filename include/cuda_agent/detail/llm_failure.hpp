@@ -6,21 +6,22 @@
 /// failures (retriable, fatal, context overflow, ...) from statuses and error bodies of
 /// every dialect, reading `retry-after`, computing backoff, and the retry loop itself.
 
-#include <algorithm>    // min, max, clamp, transform
-#include <cctype>       // tolower, isdigit, isspace
-#include <chrono>       // milliseconds, system_clock, sys_days
-#include <cmath>        // pow, isfinite
+#include <algorithm>           // min, max, clamp, transform
+#include <cctype>              // tolower, isdigit
+#include <charconv>            // from_chars
+#include <chrono>              // milliseconds, system_clock, sys_days
+#include <cmath>               // pow, isfinite
 #include <condition_variable>  // condition_variable_any
-#include <cstdint>      // uint64_t
-#include <cstdlib>      // strtod
-#include <map>          // map
-#include <mutex>        // mutex, unique_lock
-#include <optional>     // optional
-#include <random>       // mt19937_64, uniform_real_distribution, random_device
-#include <stop_token>   // stop_token
-#include <string>       // string, to_string
-#include <string_view>  // string_view
-#include <utility>      // move
+#include <cstdint>             // int64_t
+#include <map>                 // map
+#include <mutex>               // mutex, unique_lock
+#include <optional>            // optional
+#include <random>              // mt19937_64, uniform_real_distribution, random_device
+#include <stop_token>          // stop_token
+#include <string>              // string, to_string
+#include <string_view>         // string_view
+#include <system_error>        // errc
+#include <utility>             // move, pair
 
 #include <nlohmann/json.hpp>
 
@@ -212,12 +213,12 @@ struct ErrorDetails {
 /// fractional), else `retry-after` (seconds, or an HTTP date relative to `now`).
 [[nodiscard]] inline std::optional<std::chrono::milliseconds> retry_after(
     const HttpHeaders& headers, std::chrono::system_clock::time_point now = std::chrono::system_clock::now()) {
-  const auto number = [](const std::string& text) -> std::optional<double> {
-    const std::string trimmed(trim_http_whitespace(text));
-    if (trimmed.empty()) return std::nullopt;
-    char* end = nullptr;
-    const double value = std::strtod(trimmed.c_str(), &end);
-    if (end != trimmed.c_str() + trimmed.size() || !std::isfinite(value)) return std::nullopt;
+  const auto number = [](std::string_view text) -> std::optional<double> {
+    text = trim_http_whitespace(text);
+    double value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);  // locale-independent
+    if (text.empty() || error != std::errc() || end != text.data() + text.size() || !std::isfinite(value))
+      return std::nullopt;
     return value;
   };
   if (const auto ms = headers.find("retry-after-ms"); ms != headers.end())
