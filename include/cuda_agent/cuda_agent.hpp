@@ -31,6 +31,8 @@
 #include "cuda_agent/reward_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
 
+#include "cuda_agent/tools/tools.hpp"
+
 #include "cuda_agent/context_window.hpp"
 #include "cuda_agent/agent_result.hpp"
 #include "cuda_agent/agent_observer.hpp"

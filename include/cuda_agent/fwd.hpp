@@ -116,6 +116,22 @@ class AnyRewardPolicy;
 // evaluator.hpp
 class AnyEvaluator;
 
+// tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
+enum class PathResolution;
+struct BashOptions;
+struct ReadOptions;
+struct WriteOptions;
+struct EditOptions;
+struct GrepOptions;
+struct GlobOptions;
+struct StandardToolOptions;
+class ReadTool;
+class WriteTool;
+class EditTool;
+class MultiEditTool;
+class GrepTool;
+class GlobTool;
+
 // context_window.hpp
 enum class ContextRole;
 struct ContextOptions;
