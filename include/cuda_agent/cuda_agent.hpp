@@ -11,6 +11,8 @@
 #include "cuda_agent/message.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/task.hpp"
+#include "cuda_agent/task_loader.hpp"
+#include "cuda_agent/workspace.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/trajectory.hpp"
@@ -29,7 +31,18 @@
 #include "cuda_agent/verifier.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/reward_policy.hpp"
+#include "cuda_agent/reward_policies.hpp"
+#include "cuda_agent/timing_statistics.hpp"
+#include "cuda_agent/harness_profiler.hpp"
+#include "cuda_agent/worker_timing_launcher.hpp"
+#include "cuda_agent/profile_report.hpp"
+#include "cuda_agent/tools/profile_tool.hpp"
 #include "cuda_agent/evaluator.hpp"
+
+#include "cuda_agent/candidate_files.hpp"
+#include "cuda_agent/library_policy.hpp"
+#include "cuda_agent/compile_driver.hpp"
+#include "cuda_agent/tools/compile_tool.hpp"
 
 #include "cuda_agent/tools/tools.hpp"
 

@@ -51,6 +51,9 @@ struct CompileResult {
   /// Translation units compiled now, and those taken from the object cache.
   std::size_t objects_compiled = 0;
   std::size_t objects_reused = 0;
+  /// Toolchain, per-file timings and cache use, precompiled header, link: for reports
+  /// and for finding out where build time goes.
+  nlohmann::json details = nlohmann::json::object();
 };
 
 /// Why a candidate was not accepted. Stable identifiers: they appear in JSON results,
@@ -62,6 +65,7 @@ enum class RejectionReason {
   state_dict_mismatch,     ///< Model's weights do not load strictly into ModelNew
   forbidden_operation,     ///< torch compute ran inside ModelNew.forward
   forbidden_module,        ///< used a module the contract excludes (threads, processes, frame walking, ...)
+  forbidden_construct,     ///< source constructs the contract excludes (try/except fallback, monkeypatching, reflection, ...)
   kernel_not_launched,     ///< the custom extension did no work during forward
   output_type,             ///< an output is not exactly torch.Tensor (or the structure's type differs)
   output_structure,        ///< a different number or nesting of outputs
@@ -77,17 +81,19 @@ enum class RejectionReason {
   timed_output_mismatch,   ///< outputs produced while being timed were wrong
   timeout,                 ///< exceeded its time budget (hung kernel, endless loop)
   crashed,                 ///< the candidate's process died (signal, illegal address, abort)
+  runtime_error,           ///< ModelNew's constructor or forward raised an exception
   harness_error,           ///< the evaluator itself failed; not the candidate's fault
 };
 
 namespace detail {
-inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 22> rejection_reason_names{{
+inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 24> rejection_reason_names{{
     {RejectionReason::compile_error, "compile_error"},
     {RejectionReason::load_error, "load_error"},
     {RejectionReason::interface_mismatch, "interface_mismatch"},
     {RejectionReason::state_dict_mismatch, "state_dict_mismatch"},
     {RejectionReason::forbidden_operation, "forbidden_operation"},
     {RejectionReason::forbidden_module, "forbidden_module"},
+    {RejectionReason::forbidden_construct, "forbidden_construct"},
     {RejectionReason::kernel_not_launched, "kernel_not_launched"},
     {RejectionReason::output_type, "output_type"},
     {RejectionReason::output_structure, "output_structure"},
@@ -103,6 +109,7 @@ inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 22> re
     {RejectionReason::timed_output_mismatch, "timed_output_mismatch"},
     {RejectionReason::timeout, "timeout"},
     {RejectionReason::crashed, "crashed"},
+    {RejectionReason::runtime_error, "runtime_error"},
     {RejectionReason::harness_error, "harness_error"},
 }};
 }  // namespace detail
@@ -242,10 +249,11 @@ struct Evaluation {
   [[nodiscard]] bool correct() const noexcept {
     return compile.succeeded && verification && verification->correct && !(profile && profile->rejection);
   }
-  /// The first rejection on the way, if any.
+  /// The first rejection on the way, if any. The verifier's static checks may reject a
+  /// candidate before it is compiled, so its verdict comes first.
   [[nodiscard]] std::optional<Rejection> rejection() const {
-    if (!compile.succeeded) return Rejection{RejectionReason::compile_error, "the candidate did not compile", {}};
     if (verification && verification->rejection) return verification->rejection;
+    if (!compile.succeeded) return Rejection{RejectionReason::compile_error, "the candidate did not compile", {}};
     if (profile && profile->rejection) return profile->rejection;
     return std::nullopt;
   }
@@ -297,7 +305,8 @@ inline void to_json(nlohmann::json& out, const CompileResult& result) {
          {"duration_ms", detail::milliseconds_of(result.duration)},
          {"module_path", result.module_path.string()},
          {"objects_compiled", result.objects_compiled},
-         {"objects_reused", result.objects_reused}};
+         {"objects_reused", result.objects_reused},
+         {"details", result.details}};
 }
 
 inline void from_json(const nlohmann::json& in, CompileResult& result) {

@@ -113,8 +113,57 @@ class AnyVerifier;
 class AnyProfiler;
 class AnyRewardPolicy;
 
+// timing_statistics.hpp
+struct SpeedupOptions;
+class SeededGenerator;
+enum class SamplePairing;
+struct RatioOfMedians;
+
+// harness_profiler.hpp
+struct TimingBudget;
+struct HarnessProfilerOptions;
+class HarnessProfiler;
+struct TimingSessionOutcome;
+class ProcessTimingLauncher;
+
+// worker_timing_launcher.hpp
+class WorkerTimingLauncher;
+
+// tools/profile_tool.hpp
+struct ProfileToolOptions;
+
+// reward_policies.hpp
+class MilestoneReward;
+class SpeedupReward;
+
 // evaluator.hpp
 class AnyEvaluator;
+
+// task_loader.hpp
+class TaskLoadError;
+struct ConstructorParameter;
+struct ReferenceModule;
+
+// workspace.hpp
+class WorkspaceError;
+struct Workspace;
+struct WorkspaceOptions;
+
+// candidate_files.hpp
+struct CandidateSources;
+
+// library_policy.hpp
+struct LibraryPolicy;
+
+// compile_driver.hpp
+class CompileDriverError;
+struct CompileOptions;
+struct Toolchain;
+struct SandboxRequirements;
+// CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
+
+// tools/compile_tool.hpp
+struct CompileToolOptions;
 
 // tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
 enum class PathResolution;

@@ -1,0 +1,140 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Shared by the timing benchmarks: the harness on sys.path, the statistics judge (the
+library's C++ verdicts), machine facts, tables, budgets and result files."""
+
+from __future__ import annotations
+
+import datetime
+import glob
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+# Keeps torch.cuda.is_available() from initializing the driver in the benchmark's own
+# process, which forks the processes that time.
+os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(ROOT, "resources", "harness"))
+KERNELBENCH = os.path.join(ROOT, "tests", "data", "kernelbench")
+FIXTURES = os.path.join(ROOT, "tests", "python", "timing_fixtures")
+
+
+def find_judge(explicit: str | None = None) -> str:
+    """The cuda_agent_benchmark_timing_judge program (built with -DCUDA_AGENT_BUILD_BENCHMARKS=ON)."""
+    candidates = [explicit, os.environ.get("CUDA_AGENT_TIMING_JUDGE")]
+    candidates += sorted(glob.glob(os.path.join(ROOT, "build*", "benchmarks", "cuda_agent_benchmark_timing_judge")))
+    for candidate in candidates:
+        if candidate and os.access(candidate, os.X_OK):
+            return candidate
+    raise SystemExit(
+        "error: cuda_agent_benchmark_timing_judge not found. Build it with\n"
+        "  cmake -S . -B build -DCUDA_AGENT_BUILD_BENCHMARKS=ON && cmake --build build --target "
+        "cuda_agent_benchmark_timing_judge\nor pass --judge PATH."
+    )
+
+
+class Judge:
+    """Statistics and verdicts from the library, through one long-lived judge process."""
+
+    def __init__(self, path: str):
+        self.process = subprocess.Popen([path], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+    def __call__(self, session: dict, repetition: int | None = None, threshold: float = 0.05) -> dict:
+        request = {"session": session, "repetition": repetition, "threshold": threshold}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        answer = json.loads(self.process.stdout.readline())
+        if "error" in answer:
+            raise RuntimeError(f"judge: {answer['error']}")
+        return answer
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
+
+
+def gpu_present() -> bool:
+    """Whether an NVIDIA GPU is usable, asked of nvidia-smi: the benchmark's own process
+    must not initialize CUDA (it forks the processes that time)."""
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, check=False).returncode == 0
+    except OSError:
+        return False
+
+
+def machine(torch) -> dict:
+    facts = {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "torch": torch.__version__,
+        "python": platform.python_version(),
+        "gpu": "none (CPU mode)",
+    }
+    if gpu_present():
+        facts["gpu"] = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,power.limit,clocks.max.sm", "--format=csv,noheader"],
+            capture_output=True, text=True, check=False,
+        ).stdout.strip()
+    return facts
+
+
+def quantiles(values: list[float], points=(0.0, 0.1, 0.5, 0.9, 1.0)) -> dict:
+    if not values:
+        return {}
+    ordered = sorted(values)
+    out = {}
+    for point in points:
+        position = point * (len(ordered) - 1)
+        low = int(math.floor(position))
+        high = min(low + 1, len(ordered) - 1)
+        out[f"p{int(point * 100)}"] = ordered[low] + (position - low) * (ordered[high] - ordered[low])
+    return out
+
+
+def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
+    """columns: (key, header, format); format like '{:.3f}'."""
+    cells = [[header for _, header, _ in columns]]
+    for row in rows:
+        cells.append([(fmt.format(row[key]) if row.get(key) is not None else "-") for key, _, fmt in columns])
+    widths = [max(len(line[index]) for line in cells) for index in range(len(columns))]
+    lines = ["  ".join(cell.rjust(width) if index else cell.ljust(width)
+                       for index, (cell, width) in enumerate(zip(line, widths))) for line in cells]
+    lines.insert(1, "  ".join("-" * width for width in widths))
+    return "\n".join(lines)
+
+
+class Budget:
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.started = time.monotonic()
+
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
+
+    def left(self) -> float:
+        return self.seconds - self.elapsed()
+
+
+def write_results(path: str, data: dict) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, indent=1)
+    print(f"\nresults written to {path}")
+
+
+def kernelbench_task(relative: str) -> str:
+    return os.path.join(KERNELBENCH, relative)
+
+
+def h100_baselines() -> tuple[dict, dict]:
+    directory = os.path.join(KERNELBENCH, "baselines", "H100")
+    with open(os.path.join(directory, "baseline_time_torch.json")) as handle:
+        eager = json.load(handle)
+    with open(os.path.join(directory, "baseline_time_torch_compile_inductor_default.json")) as handle:
+        compiled = json.load(handle)
+    return eager, compiled

@@ -1,0 +1,428 @@
+// SPDX-License-Identifier: Apache-2.0
+// `cuda-agent eval`: the trusted evaluation of one candidate, as the reward sees it.
+#include <cuda_agent/bubblewrap_sandbox.hpp>
+#include <cuda_agent/compile_driver.hpp>
+#include <cuda_agent/harness_profiler.hpp>
+#include <cuda_agent/harness_verifier.hpp>
+#include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/profile_report.hpp>
+#include <cuda_agent/reward_policies.hpp>
+#include <cuda_agent/task_loader.hpp>
+#include <cuda_agent/trusted_evaluator.hpp>
+#include <cuda_agent/verification_summary.hpp>
+#include <cuda_agent/worker_timing_launcher.hpp>
+
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <unistd.h>
+
+#include "commands.hpp"
+
+namespace cuda_agent::cli {
+namespace {
+
+constexpr const char* eval_help = R"(usage: cuda-agent eval <task> <candidate-dir> [options]
+
+Evaluates a candidate the way its reward is computed: its sources (model_new.py and
+kernels/, nothing else) are copied into a fresh directory, checked statically, built with
+the compile driver, verified against the task's reference by the sandboxed evaluation
+harness, and, when correct, timed against eager PyTorch and torch.compile (interleaved
+rounds; speedups with confidence intervals and FASTER/SLOWER/SAME/AMBIGUOUS verdicts).
+Prints a summary with the reward; --json writes the full result.
+
+arguments:
+  <task>            a KernelBench problem file (.py) or a workspace directory with model.py
+  <candidate-dir>   a directory with model_new.py and kernels/ (an agent's workspace works)
+
+options:
+  --device cpu|cuda     where to run; default: cuda when an NVIDIA GPU is present, else cpu
+                        (cpu evaluates C++ CPU extensions: .cpp files only)
+  --json FILE           write the full evaluation as JSON to FILE ("-": standard output)
+  --strict              KernelBench's tolerances (fp32 and fp64 1e-4, half 1e-2) instead of
+                        the paper's (1e-2 for every floating dtype)
+  --input-sets N        input sets, each from a fresh seed (default 5)
+  --runs N              calls per input set that must all match (default 2)
+  --seeds A,B,...       fixed seeds, to reproduce an earlier verification
+  --init-seed N         fixed seed of the weights
+  --mode eval|train     the module state of Model and ModelNew (default eval)
+  --no-static-checks    skip the scans of model_new.py and the C++ sources
+  --timeout SECONDS     limit of the verification (default 300)
+  --no-profile          skip the timing (the reward is then at most 1)
+  --reward NAME         milestone (the paper's -1/1/2/3, default) or speedup (raw speedup
+                        over torch.compile)
+  --threshold FRACTION  how much faster FASTER means (default 0.05)
+  --timing-seconds S    time for the interleaved timing rounds (default 5)
+  --compile-mode MODE   torch.compile mode of the baseline (default "default")
+  --python PATH         Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)
+  --cache-dir DIR       the compile driver's object cache (default: see the compile driver)
+  --work-dir DIR        keep the evaluation's files (copies, build, harness) under DIR; the
+                        baseline timings are cached there too, so later runs with the same
+                        DIR skip compiling the reference
+  --gpu N               the GPU to use (device minor, default 0)
+  --unconfined          build and run WITHOUT bubblewrap (ProcessSandbox); for trusted code only
+  --quiet               no progress lines
+  -h, --help            this text
+
+exit status: 0 correct, 1 rejected (or did not build), 2 usage error, 3 the evaluation itself failed
+)";
+
+struct EvalOptions {
+  std::filesystem::path task;
+  std::filesystem::path candidate;
+  std::string device;
+  std::optional<std::string> json;
+  bool strict = false;
+  int input_sets = 5;
+  int runs = 2;
+  std::vector<std::uint32_t> seeds;
+  std::optional<std::uint32_t> init_seed;
+  std::string mode = "eval";
+  bool static_checks = true;
+  int timeout_seconds = 300;
+  std::filesystem::path python;
+  std::filesystem::path cache_directory;
+  std::filesystem::path work_directory;
+  int gpu = 0;
+  bool unconfined = false;
+  bool quiet = false;
+  bool profile = true;
+  std::string reward = "milestone";
+  double threshold = 0.05;
+  double timing_seconds = 5.0;
+  std::string compile_mode = "default";
+};
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+int to_int(const std::string& option, const std::string& text, int low, int high) {
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < low || value > high)
+    throw UsageError(option + " expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+                     ", not '" + text + "'");
+  return value;
+}
+
+double to_fraction(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  double value = 0;
+  try {
+    value = std::stod(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || !(value > 0 && value < 1))
+    throw UsageError(option + " expects a fraction between 0 and 1 (0.05 for 5%), not '" + text + "'");
+  return value;
+}
+
+std::uint32_t to_seed(const std::string& option, const std::string& text) {
+  std::size_t used = 0;
+  unsigned long long value = 0;
+  try {
+    value = std::stoull(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value > 0xffffffffULL)
+    throw UsageError(option + " expects seeds from 0 to 4294967295, not '" + text + "'");
+  return static_cast<std::uint32_t>(value);
+}
+
+EvalOptions parse(std::span<const std::string> arguments) {
+  EvalOptions options;
+  std::vector<std::string> positional;
+  for (std::size_t i = 0; i < arguments.size(); ++i) {
+    const std::string& argument = arguments[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= arguments.size()) throw UsageError(argument + " needs a value");
+      return arguments[++i];
+    };
+    if (argument == "-h" || argument == "--help") throw UsageError("");
+    if (argument == "--device") {
+      options.device = value();
+      if (options.device != "cpu" && options.device != "cuda")
+        throw UsageError("--device is cpu or cuda, not '" + options.device + "'");
+    } else if (argument == "--json") {
+      options.json = value();
+    } else if (argument == "--strict") {
+      options.strict = true;
+    } else if (argument == "--input-sets") {
+      options.input_sets = to_int(argument, value(), 1, 1000);
+    } else if (argument == "--runs") {
+      options.runs = to_int(argument, value(), 1, 100);
+    } else if (argument == "--seeds") {
+      std::string list = value();
+      for (std::size_t start = 0; start <= list.size();) {
+        const std::size_t comma = list.find(',', start);
+        options.seeds.push_back(to_seed(argument, list.substr(start, comma - start)));
+        if (comma == std::string::npos) break;
+        start = comma + 1;
+      }
+    } else if (argument == "--init-seed") {
+      options.init_seed = to_seed(argument, value());
+    } else if (argument == "--mode") {
+      options.mode = value();
+      if (options.mode != "eval" && options.mode != "train") throw UsageError("--mode is eval or train");
+    } else if (argument == "--no-static-checks") {
+      options.static_checks = false;
+    } else if (argument == "--timeout") {
+      options.timeout_seconds = to_int(argument, value(), 1, 86400);
+    } else if (argument == "--python") {
+      options.python = value();
+    } else if (argument == "--cache-dir") {
+      options.cache_directory = value();
+    } else if (argument == "--work-dir") {
+      options.work_directory = value();
+    } else if (argument == "--gpu") {
+      options.gpu = to_int(argument, value(), 0, 255);
+    } else if (argument == "--unconfined") {
+      options.unconfined = true;
+    } else if (argument == "--quiet") {
+      options.quiet = true;
+    } else if (argument == "--no-profile") {
+      options.profile = false;
+    } else if (argument == "--reward") {
+      options.reward = value();
+      if (options.reward != "milestone" && options.reward != "speedup")
+        throw UsageError("--reward is milestone or speedup, not '" + options.reward + "'");
+    } else if (argument == "--threshold") {
+      options.threshold = to_fraction(argument, value());
+    } else if (argument == "--timing-seconds") {
+      options.timing_seconds = to_int(argument, value(), 1, 3600);
+    } else if (argument == "--compile-mode") {
+      options.compile_mode = value();
+    } else if (!argument.empty() && argument[0] == '-') {
+      throw UsageError("unknown option " + argument);
+    } else {
+      positional.push_back(argument);
+    }
+  }
+  if (positional.size() != 2)
+    throw UsageError("expected a task and a candidate directory, got " + std::to_string(positional.size()) + " arguments");
+  options.task = positional[0];
+  options.candidate = positional[1];
+  if (!std::filesystem::exists(options.task)) throw UsageError("no task at " + options.task.string());
+  if (!std::filesystem::is_directory(options.candidate))
+    throw UsageError(options.candidate.string() + " is not a directory (expected model_new.py and kernels/ in it)");
+  if (options.seeds.size() > static_cast<std::size_t>(options.input_sets))
+    options.input_sets = static_cast<int>(options.seeds.size());
+  if (options.device.empty())
+    options.device = std::filesystem::exists("/dev/nvidia" + std::to_string(options.gpu)) ? "cuda" : "cpu";
+  return options;
+}
+
+double seconds(std::chrono::milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
+
+std::string fixed(double value) {
+  std::string text = std::to_string(value);
+  return text.substr(0, text.find('.') + 2);
+}
+
+void print_summary(const Task& task, const EvalOptions& options, const Evaluation& evaluation, std::ostream& out) {
+  out << "task       " << task.name << "\n"
+      << "candidate  " << options.candidate.string() << "\n"
+      << "device     " << options.device;
+  if (evaluation.verification && evaluation.verification->details.contains("device_name"))
+    out << " (" << evaluation.verification->details["device_name"].get<std::string>() << ")";
+  out << "\n";
+  const CompileResult& compile = evaluation.compile;
+  if (compile.succeeded) {
+    out << "build      ok in " << fixed(seconds(compile.duration)) << " s (" << compile.objects_compiled << " compiled, "
+        << compile.objects_reused << " from the cache)\n";
+  } else if (!compile.log.empty() && compile.diagnostics.empty() && compile.duration.count() == 0) {
+    out << "build      " << compile.log << "\n";
+  } else {
+    out << "build      FAILED in " << fixed(seconds(compile.duration)) << " s\n";
+    std::size_t shown = 0;
+    for (const Diagnostic& diagnostic : compile.diagnostics) {
+      if (diagnostic.severity != DiagnosticSeverity::error || ++shown > 10) continue;
+      out << "           " << diagnostic.file << ":" << diagnostic.line << ": " << diagnostic.message << "\n";
+    }
+    if (shown == 0 && !compile.log.empty())
+      out << compile.log.substr(compile.log.size() > 2000 ? compile.log.size() - 2000 : 0) << "\n";
+  }
+  if (evaluation.verification) {
+    std::string text = describe_verification(*evaluation.verification);
+    std::string indented;
+    for (std::size_t start = 0; start < text.size();) {
+      const std::size_t end = text.find('\n', start);
+      indented += (start == 0 ? "" : "           ") + text.substr(start, end - start) + "\n";
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    out << "verify     " << indented;
+    if (evaluation.verification->duration.count() > 0)
+      out << "           (" << fixed(seconds(evaluation.verification->duration)) << " s)\n";
+  }
+  if (evaluation.profile) {
+    std::string text = describe_profile(*evaluation.profile);
+    std::string indented;
+    for (std::size_t start = 0; start < text.size();) {
+      const std::size_t end = text.find('\n', start);
+      if (end == start) break;
+      indented += (start == 0 ? "" : "           ") + text.substr(start, end - start) + "\n";
+      if (end == std::string::npos) break;
+      start = end + 1;
+    }
+    out << "profile    " << indented;
+  }
+  out << "result     " << (evaluation.correct() ? "CORRECT" : "NOT CORRECT") << "\n";
+}
+
+Reward reward_of(const EvalOptions& options, const Evaluation& evaluation) {
+  if (options.reward == "speedup") return SpeedupReward{}.reward(evaluation);
+  return MilestoneReward{}.reward(evaluation);
+}
+
+template <Sandbox S>
+Evaluation evaluate_with(std::shared_ptr<CompileDriver<S>> compiler, HarnessOptions harness, VerificationPolicy policy,
+                         TrustedEvaluatorOptions evaluator_options, std::optional<HarnessProfilerOptions> timing,
+                         const Task& task, const std::filesystem::path& candidate) {
+  // One pair of warm workers verifies and then times (the profiler borrows the verifier's).
+  auto verifier = std::make_shared<HarnessVerifier>(std::move(harness), std::move(policy));
+  std::optional<AnyProfiler> profiler;
+  if (timing) profiler.emplace(HarnessProfiler(std::move(*timing), WorkerTimingLauncher(verifier)));
+  TrustedEvaluator<SharedVerifier<HarnessVerifier>, S> evaluator(
+      std::move(compiler), SharedVerifier<HarnessVerifier>(verifier), std::move(profiler), std::move(evaluator_options));
+  return evaluator.evaluate(task, candidate);
+}
+
+}  // namespace
+
+int eval_command(std::span<const std::string> arguments) {
+  EvalOptions options;
+  try {
+    options = parse(arguments);
+  } catch (const UsageError& error) {
+    if (std::string(error.what()).empty()) {
+      std::cout << eval_help;
+      return 0;
+    }
+    std::cerr << "cuda-agent eval: " << error.what() << "\n\n" << eval_help;
+    return 2;
+  }
+  const Task task = load_task(options.task);
+  std::function<void(std::string_view)> progress;
+  if (!options.quiet) progress = [](std::string_view line) { std::cerr << "  ... " << line << std::endl; };
+
+  const bool keep = !options.work_directory.empty();
+  const std::filesystem::path work =
+      keep ? std::filesystem::absolute(options.work_directory)
+           : std::filesystem::temp_directory_path() / ("cuda-agent-eval-" + std::to_string(::getpid()));
+  detail::make_open_directory(work);
+  struct Cleanup {
+    std::filesystem::path path;
+    bool keep;
+    ~Cleanup() {
+      std::error_code ignored;
+      if (!keep) std::filesystem::remove_all(path, ignored);
+    }
+  } cleanup{work, keep};
+
+  HarnessOptions harness;
+  harness.device = options.device;
+  harness.python = options.python;
+  harness.work_directory = work / "harness";
+  harness.gpus = {options.gpu};
+  harness.progress = progress;
+  if (options.unconfined) harness.sandbox_factory = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
+  VerificationPolicy policy;
+  policy.input_sets = options.input_sets;
+  policy.runs_per_set = options.runs;
+  policy.seeds = options.seeds;
+  policy.init_seed = options.init_seed;
+  policy.model_mode = options.mode;
+  policy.static_checks = options.static_checks;
+  policy.timeout = std::chrono::seconds(options.timeout_seconds);
+  if (options.strict) policy.tolerance = TolerancePolicy::strict();
+  TrustedEvaluatorOptions evaluator_options;
+  evaluator_options.work_directory = work / "evaluations";
+  evaluator_options.keep_directories = keep;
+  evaluator_options.progress = progress;
+  detail::make_open_directory(evaluator_options.work_directory);
+
+  CompileOptions compile;
+  compile.device = options.device;
+  compile.python = options.python.empty() ? std::filesystem::path() : options.python;
+  if (compile.python.empty())
+    if (const char* configured = std::getenv("CUDA_AGENT_PYTHON"); configured && *configured) compile.python = configured;
+  compile.cache_directory = options.cache_directory;
+  compile.gpu_index = options.gpu;
+  compile.progress = progress;
+  SandboxOptions build_sandbox;
+  build_sandbox.workspace = evaluator_options.work_directory;
+  if (options.device == "cuda") build_sandbox.gpus = {options.gpu};
+  if (::geteuid() == 0) {
+    const SandboxIdentity identity = sandbox_identity(build_sandbox);
+    compile.sandbox_user = std::make_pair(identity.uid, identity.gid);
+  }
+
+  std::optional<HarnessProfilerOptions> timing;
+  if (options.profile) {
+    timing.emplace();
+    timing->device = options.device;
+    timing->device_index = options.gpu;
+    timing->compile_mode = options.compile_mode;
+    timing->budget.seconds = options.timing_seconds;
+    timing->statistics.threshold = options.threshold;
+    timing->baseline_cache_directory = work / "baselines";  // kept in the reference worker's scratch
+    timing->extra_allowed_operations = policy.extra_allowed_operations;
+  }
+
+  Evaluation evaluation;
+  if (options.unconfined) {
+    std::cerr << "cuda-agent eval: --unconfined: the candidate is built and run WITHOUT a sandbox\n";
+    evaluation = evaluate_with(std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(build_sandbox), compile),
+                               harness, policy, evaluator_options, timing, task, options.candidate);
+  } else {
+    evaluation = evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(make_default_sandbox(build_sandbox), compile),
+                               harness, policy, evaluator_options, timing, task, options.candidate);
+  }
+
+  print_summary(task, options, evaluation, std::cout);
+  const Reward reward = reward_of(options, evaluation);
+  std::cout << describe_reward(reward, options.reward) << "\n";
+  if (options.json) {
+    nlohmann::json document = {{"task", {{"name", task.name}, {"content_hash", task.content_hash()}, {"metadata", task.metadata}}},
+                               {"candidate", std::filesystem::absolute(options.candidate).string()},
+                               {"device", options.device},
+                               {"evaluation", evaluation},
+                               {"reward", {{"policy", options.reward}, {"value", reward.value}, {"label", reward.label},
+                                           {"explanation", reward.explanation}}},
+                               {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
+    const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+    if (*options.json == "-") {
+      std::cout << text;
+    } else {
+      std::ofstream stream(*options.json);
+      if (!stream) throw std::runtime_error("cannot write " + *options.json);
+      stream << text;
+      std::cout << "json       " << *options.json << "\n";
+    }
+  }
+  const std::optional<Rejection> rejection = evaluation.rejection();
+  if (rejection && rejection->reason == RejectionReason::harness_error) return 3;
+  return evaluation.correct() ? 0 : 1;
+}
+
+}  // namespace cuda_agent::cli

@@ -1,0 +1,477 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The ``candidate`` handler: runs ``ModelNew`` in the sandboxed candidate process.
+
+Order of events, so that the candidate learns nothing it could use too early:
+  1. the reference's weights and init inputs are rebuilt here from the init seed (the same
+     construction as in the reference process), torch's thread pools are started, and the
+     state the candidate must leave alone is recorded;
+  2. the extension and ``model_new.py`` are imported and ``ModelNew`` is built and given
+     the reference's weights with a strict ``load_state_dict``;
+  3. only then does the reference process send the seeds of the input sets;
+  4. every call runs under the forward guard, into poisoned memory, on inputs placed at the
+     same addresses for every set (a cache keyed on pointers replays stale results), and is
+     followed by the checks that nothing it started outlives it;
+  5. the outputs go into a slot file as raw bytes; the reference process judges them.
+
+What this process reports is untrusted: a rejection it reports is believed (a candidate
+gains nothing by failing itself), but correctness is decided by the reference process.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+import traceback
+
+import torch
+import torch.nn as nn
+
+from . import hygiene, models, tensorio
+from .compare import Failure as Rejected
+from .guard import ForbiddenOperation, ForwardGuard
+from .integrity import Integrity
+from .registry import handler
+from .session import Session, SessionClosed, SessionTimeout
+
+_type = type
+_equal_bits = hygiene.same_bits
+_copy = torch.Tensor.copy_
+_clone = torch.Tensor.clone
+
+
+class Stopped(Exception):
+    """The reference ended the session (it found a mismatch)."""
+
+
+def _candidate_traceback(error: BaseException, limit: int = 12) -> str:
+    lines = traceback.format_exception(type(error), error, error.__traceback__)
+    harness = os.path.dirname(os.path.abspath(__file__))
+    kept = [line for line in lines if harness not in line]
+    return "".join(kept[-limit:]).strip()
+
+
+class Counters:
+    def __init__(self):
+        self.extension_calls = 0
+        self.graph_replays = 0
+        #: What a forward guard refused while a CUDA graph was being captured.
+        self.capture_violations: list[dict] = []
+
+
+def _count_extension_calls(extension, counters: Counters) -> list[str]:
+    wrapped = []
+    for name in dir(extension):
+        if name.startswith("_"):
+            continue
+        value = getattr(extension, name)
+        if not callable(value) or isinstance(value, type):
+            continue
+
+        def counted(*args, __function=value, **kwargs):
+            counters.extension_calls += 1
+            return __function(*args, **kwargs)
+
+        counted.__name__ = name
+        counted.__doc__ = getattr(value, "__doc__", None)
+        setattr(extension, name, counted)
+        wrapped.append(name)
+    return wrapped
+
+
+def _watch_cuda_graphs(counters: Counters, policy: dict) -> None:
+    """Counts graph replays (they launch the candidate's kernels without calling the
+    extension) and guards graph captures like forward: a graph replays whatever ran while it
+    was captured, so torch compute captured once would otherwise run unseen later."""
+    graph_class = getattr(torch.cuda, "CUDAGraph", None)
+    if graph_class is None:
+        return
+    replay_original = graph_class.replay
+    begin_original = graph_class.capture_begin
+    end_original = graph_class.capture_end
+    active: list[ForwardGuard] = []
+
+    def replay(self, *args, **kwargs):
+        counters.graph_replays += 1
+        return replay_original(self, *args, **kwargs)
+
+    def capture_begin(self, *args, **kwargs):
+        result = begin_original(self, *args, **kwargs)
+        guard = ForwardGuard(extra_allowed=policy.get("extra_allowed_operations", ()))
+        guard.__enter__()
+        active.append(guard)
+        return result
+
+    def capture_end(self, *args, **kwargs):
+        if active:
+            guard = active.pop()
+            guard.__exit__(None, None, None)
+            counters.capture_violations.extend(guard.violations)
+        return end_original(self, *args, **kwargs)
+
+    graph_class.replay = replay
+    graph_class.capture_begin = capture_begin
+    graph_class.capture_end = capture_end
+
+
+def _check_captures(counters: Counters, when: str) -> None:
+    if counters.capture_violations:
+        violation = counters.capture_violations[0]
+        raise Rejected("forbidden_operation",
+                       f"a CUDA graph captured during {when} recorded {violation['called_as'] or violation['operation']}"
+                       f" ({violation['operation']}): {violation['why']}. Graphs may capture only the kernels of"
+                       " cuda_extension and tensor copies.", {"violation": violation})
+
+
+def _import_candidate(directory: str, counters: Counters):
+    sys.path.insert(0, directory)
+    try:
+        import cuda_extension  # noqa: F401  (the candidate's own module, built by the compile driver)
+    except BaseException as error:
+        raise Rejected("load_error", "the extension module cuda_extension failed to import: "
+                       f"{type(error).__name__}: {error}", {"traceback": _candidate_traceback(error)}) from None
+    extension = sys.modules["cuda_extension"]
+    wrapped = _count_extension_calls(extension, counters)
+    path = os.path.join(directory, "model_new.py")
+    try:
+        module = models.load_module(path, "model_new")
+    except BaseException as error:
+        raise Rejected("load_error", f"model_new.py failed to import: {type(error).__name__}: {error}",
+                       {"traceback": _candidate_traceback(error)}) from None
+    return module, wrapped
+
+
+def _build(module, reference_module, init_arguments: list, state: dict, device: str, mode: str):
+    model_class = getattr(module, "ModelNew", None)
+    if model_class is None or not isinstance(model_class, type) or not issubclass(model_class, nn.Module):
+        raise Rejected("interface_mismatch", "model_new.py must define class ModelNew(torch.nn.Module).")
+    reference_class = reference_module.Model
+    if issubclass(model_class, reference_class):
+        raise Rejected("forbidden_construct", "ModelNew must not inherit from the reference Model.")
+    want = models.signature_parameters(reference_class)
+    have = models.signature_parameters(model_class)
+    if want != have:
+        raise Rejected("interface_mismatch",
+                       f"ModelNew.__init__ takes ({', '.join(['self'] + have)}) but Model.__init__ takes"
+                       f" ({', '.join(['self'] + want)}); ModelNew must have Model's constructor signature and"
+                       " parameter names.", {"expected": want, "actual": have})
+    try:
+        model = model_class(*init_arguments)
+    except BaseException as error:
+        raise Rejected("runtime_error", f"ModelNew(...) raised {type(error).__name__}: {error}",
+                       {"traceback": _candidate_traceback(error)}) from None
+    try:
+        model = model.to(device)
+        model.train(mode == "train")
+    except BaseException as error:
+        raise Rejected("runtime_error", f"moving ModelNew to {device} failed: {type(error).__name__}: {error}",
+                       {"traceback": _candidate_traceback(error)}) from None
+    _load_weights(model, state)
+    return model
+
+
+def _load_weights(model: nn.Module, state: dict) -> None:
+    own = model.state_dict()
+    missing = sorted(set(state) - set(own))
+    unexpected = sorted(set(own) - set(state))
+    shapes = [f"{name}: Model has {tuple(state[name].shape)}, ModelNew has {tuple(own[name].shape)}"
+              for name in sorted(set(state) & set(own))
+              if isinstance(own[name], torch.Tensor) and tuple(own[name].shape) != tuple(state[name].shape)]
+    if missing or unexpected or shapes:
+        parts = []
+        if missing:
+            parts.append(f"missing in ModelNew: {', '.join(missing[:12])}")
+        if unexpected:
+            parts.append(f"not in Model: {', '.join(unexpected[:12])}")
+        if shapes:
+            parts.append(f"different shapes: {'; '.join(shapes[:6])}")
+        raise Rejected("state_dict_mismatch",
+                       "Model's weights do not load into ModelNew with load_state_dict(strict=True): "
+                       + "; ".join(parts) + ". Give ModelNew parameters and buffers with the same names and shapes as"
+                       " Model's (for example keep the same nn.Module attributes).",
+                       {"missing": missing, "unexpected": unexpected, "shapes": shapes})
+    try:
+        model.load_state_dict(state, strict=True)
+    except BaseException as error:
+        raise Rejected("state_dict_mismatch", f"load_state_dict(strict=True) failed: {error}") from None
+
+
+class Baseline:
+    """What is running before the candidate runs."""
+
+    def __init__(self):
+        self.threads = hygiene.os_threads()
+        self.integrity = Integrity()
+
+    def new_threads(self) -> dict[int, str]:
+        return {tid: name for tid, name in hygiene.os_threads().items() if tid not in self.threads}
+
+
+def _check_aftermath(baseline: Baseline, when: str, check_threads: bool) -> None:
+    if check_threads:
+        threads = baseline.new_threads()
+        if threads:
+            names = ", ".join(f"{tid} '{name}'" for tid, name in list(threads.items())[:6])
+            raise Rejected("work_outlived_call",
+                           f"after {when}, {len(threads)} thread(s) it started were still running ({names}). All work"
+                           " must be finished when forward returns: no background threads.",
+                           {"threads": list(threads.values())})
+    children = hygiene.child_processes()
+    if children:
+        raise Rejected("work_outlived_call",
+                       f"after {when}, {len(children)} process(es) it started were still running. Do not start"
+                       " processes.", {"processes": len(children)})
+    problems = baseline.integrity.violations()
+    if problems:
+        raise Rejected("global_state_modified",
+                       f"{when} changed process-wide state that the evaluation depends on: {'; '.join(problems[:8])}."
+                       " Do not replace torch functions, timers or builtins, and do not change torch's global"
+                       " settings (cuDNN, TF32, matmul precision, threads, default dtype).", {"changes": problems})
+
+
+class Caller:
+    """Calls forward on one input set at a time, with every check around the call."""
+
+    def __init__(self, model, device: str, counters: Counters, baseline: Baseline, policy: dict):
+        self.model = model
+        self.device = device
+        self.counters = counters
+        self.baseline = baseline
+        self.policy = policy
+        self.buffers: list | None = None
+        self.poison_sizes: set[int] = set()
+        self.device_activity: dict | None = None
+
+    def place(self, pristine: list) -> list:
+        """Puts an input set into the same buffers every time."""
+        if self.buffers is None or len(self.buffers) != len(pristine) or any(
+                isinstance(p, torch.Tensor) != isinstance(b, torch.Tensor) or (
+                    isinstance(p, torch.Tensor) and (p.shape != b.shape or p.dtype != b.dtype or p.device != b.device))
+                for p, b in zip(pristine, self.buffers)):
+            self.buffers = [_clone(p) if isinstance(p, torch.Tensor) else p for p in pristine]
+        else:
+            for buffer, value in zip(self.buffers, pristine):
+                if isinstance(buffer, torch.Tensor):
+                    _copy(buffer, value)
+        for value in self.buffers:
+            if isinstance(value, torch.Tensor):
+                self.poison_sizes.add(value.numel() * value.element_size())
+        return list(self.buffers)
+
+    def call(self, inputs: list, label: str, profiled: bool):
+        hygiene.poison_free_memory(self.device, sorted(self.poison_sizes))
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        self.counters.extension_calls = 0
+        self.counters.graph_replays = 0
+        guard = ForwardGuard(extra_allowed=self.policy.get("extra_allowed_operations", ()))
+        activity = hygiene.DeviceActivity() if profiled else None
+        outputs = None
+        snapshots = None
+        tensors: list = []
+        try:
+            with torch.no_grad():
+                if activity is not None:
+                    activity.__enter__()
+                try:
+                    with guard:
+                        outputs = self.model(*inputs)
+                    if activity is not None:
+                        activity.mark_return()
+                    layout: list = []
+                    description = tensorio.describe(outputs, layout)
+                    tensors = [tensor for _, tensor in layout]
+                    if self.device == "cuda":
+                        snapshots = hygiene.snapshot_outputs(tensors)
+                finally:
+                    if activity is not None:
+                        activity.__exit__(None, None, None)
+                if self.device == "cuda":
+                    torch.cuda.synchronize()
+        except BaseException as error:
+            _check_captures(self.counters, f"ModelNew.forward on {label}")
+            violation = guard.first_violation()
+            if violation is not None:
+                raise self._forbidden(violation, label) from None
+            text = f"{type(error).__name__}: {error}"
+            reason = "crashed" if "CUDA error" in text or "CUDA kernel errors" in text else "runtime_error"
+            raise Rejected(reason, f"ModelNew.forward raised on {label}: {text}",
+                           {"traceback": _candidate_traceback(error)}) from None
+        _check_captures(self.counters, f"ModelNew.forward on {label}")
+        violation = guard.first_violation()
+        if violation is not None:
+            raise self._forbidden(violation, label)
+        _check_aftermath(self.baseline, f"ModelNew.forward on {label}", check_threads=not profiled)
+        if snapshots is not None:
+            for index, (snapshot, tensor) in enumerate(zip(snapshots, tensors)):
+                if not _equal_bits(snapshot, tensor):
+                    raise Rejected("work_outlived_call",
+                                   f"an output of ModelNew.forward on {label} was still being written after forward"
+                                   " returned: work queued on another CUDA stream was not joined back to the current"
+                                   " stream. Make the current stream wait for it (an event, or wait_stream) before"
+                                   " returning.", {"output": index})
+        if activity is not None:
+            summary = activity.summary()
+            self.device_activity = summary
+            if summary["unjoined_kernels"]:
+                names = ", ".join(k["name"] for k in summary["unjoined_kernels"][:3])
+                raise Rejected("work_outlived_call",
+                               f"on {label}, kernels on another CUDA stream ({names}) were still running after forward"
+                               " returned; join side streams back to the current stream before returning.",
+                               {"unjoined": summary["unjoined_kernels"]})
+            if summary["candidate_kernels"] == 0:
+                raise Rejected("kernel_not_launched",
+                               f"no kernel of the candidate ran on the GPU during ModelNew.forward on {label}"
+                               f" ({summary['kernels']} kernels of torch operators did). The computation must happen"
+                               " in the custom CUDA kernels of cuda_extension.", {"device_activity": summary})
+        if self.counters.extension_calls + self.counters.graph_replays == 0:
+            raise Rejected("kernel_not_launched",
+                           f"ModelNew.forward on {label} never called cuda_extension (nor replayed a CUDA graph of its"
+                           " kernels); the computation must happen in the custom extension.")
+        for tensor in tensors:
+            self.poison_sizes.add(tensor.numel() * tensor.element_size())
+        return outputs, description, layout, guard
+
+    @staticmethod
+    def _forbidden(violation: dict, label: str) -> Rejected:
+        shown = violation["operation"]
+        if violation.get("called_as") and violation["called_as"] != shown:
+            shown = f"{violation['called_as']} ({shown})"
+        return Rejected("forbidden_operation",
+                        f"ModelNew.forward ran {shown} on {label}: {violation['why']}. Inside forward only the"
+                        " functions of cuda_extension and tensor creation, copy and metadata operations"
+                        " (torch.empty, empty_like, zeros, view, reshape, contiguous, to, ...) may run.",
+                        {"violation": violation})
+
+
+class Slots:
+    """Two slot files used in turn; a slot is rewritten only after the reference answered
+    for its previous contents."""
+
+    def __init__(self, directory: str, session: Session):
+        self.directory = directory
+        self.session = session
+        self.sent = 0
+        self.answered = 0
+
+    def _await_answers(self, up_to: int) -> None:
+        while self.answered < up_to:
+            answer = self.session.receive()
+            if answer.get("type") == "stop":
+                raise Stopped()
+            if answer.get("type") != "continue":
+                raise SessionClosed("unexpected answer from the reference process")
+            self.answered += 1
+
+    def send(self, message: dict, layout: list) -> None:
+        self._await_answers(self.sent - 1)
+        name = f"slot-{self.sent % 2}"
+        tensorio.write_slot(os.path.join(self.directory, name), layout)
+        message["slot"] = name
+        self.session.send(message)
+        self.sent += 1
+
+    def finish(self) -> None:
+        self._await_answers(self.sent)
+
+
+def _run(args: dict, context, session: Session, report: dict) -> None:
+    device = args.get("device", context.device)
+    mode = args.get("mode", "eval")
+    timings = report["timings_ms"]
+    mark = time.monotonic()
+    models.setup_device(device)
+    reference_module = models.load_reference(args["reference_path"])
+    reference_model, init_arguments = models.build_reference_model(
+        reference_module, int(args["init_seed"]), device, mode, bool(args.get("perturb_normalization", True)))
+    state = {name: tensor.detach().clone() for name, tensor in reference_model.state_dict().items()}
+    del reference_model
+    hygiene.warm_thread_pools(device)
+    # Entering the torch modes the first time imports parts of torch that rebind some of its
+    # functions; that must happen before the baseline is taken.
+    with torch.no_grad(), ForwardGuard():
+        torch.empty(1, device=device)
+    counters = Counters()
+    if device == "cuda":
+        _watch_cuda_graphs(counters, args.get("policy", {}))
+    timings["setup_ms"] = (time.monotonic() - mark) * 1000
+
+    mark = time.monotonic()
+    baseline = Baseline()
+    module, wrapped = _import_candidate(args["candidate_directory"], counters)
+    report["observations"]["extension_functions"] = wrapped
+    try:
+        model = _build(module, reference_module, init_arguments, state, device, mode)
+    except Rejected:
+        _check_captures(counters, "the construction of ModelNew")
+        raise
+    _check_captures(counters, "the construction of ModelNew")
+    _check_aftermath(baseline, "importing and constructing ModelNew", check_threads=True)
+    timings["load_ms"] = (time.monotonic() - mark) * 1000
+
+    session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state)})
+    plan = session.receive()
+    if plan.get("type") != "plan":
+        raise SessionClosed("the reference process did not send the plan")
+    seeds = [int(seed) for seed in plan["seeds"]]
+    scales = [float(scale) for scale in (plan.get("scales") or [1.0] * len(seeds))]
+    runs = int(plan.get("runs", 2))
+    return_inputs = plan.get("return_inputs") or [[] for _ in seeds]
+
+    caller = Caller(model, device, counters, baseline, args.get("policy", {}))
+    slots = Slots(args["output_directory"], session)
+    profile_last = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
+    mark = time.monotonic()
+    total = len(seeds) * runs
+    for set_index, seed in enumerate(seeds):
+        pristine = models.generate_inputs(reference_module, seed, scales[set_index], device)
+        fingerprint = models.fingerprint(pristine)
+        returned = [int(i) for i in return_inputs[set_index]]
+        for run in range(runs):
+            label = f"input set {set_index} (run {run + 1})"
+            inputs = caller.place(pristine)
+            profiled = profile_last and set_index * runs + run == total - 1
+            outputs, description, layout, guard = caller.call(inputs, label, profiled)
+            for index, (value, original) in enumerate(zip(inputs, pristine)):
+                if isinstance(value, torch.Tensor) and index not in returned and not _equal_bits(value, original):
+                    raise Rejected("input_mutated",
+                                   f"ModelNew.forward changed input {index} in place on {label}, but the reference"
+                                   " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
+            input_descriptions = {}
+            for index in returned:
+                input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
+            slots.send({"type": "outputs", "set": set_index, "run": run, "outputs": description,
+                        "inputs": input_descriptions, "input_fingerprint": fingerprint}, layout)
+            # ``outputs`` stays alive while the next call runs, so that call's outputs cannot
+            # be placed in this call's memory.
+            report["observations"]["item_calls"] = guard.item_calls
+    slots.finish()
+    timings["calls_ms"] = (time.monotonic() - mark) * 1000
+    report["observations"]["device_activity"] = caller.device_activity
+    report["observations"]["checks"] = total
+
+
+@handler("candidate")
+def candidate(args: dict, context) -> dict:
+    """Args: reference_path, candidate_directory, output_directory, session_directory, device,
+    init_seed, mode, perturb_normalization, policy {extra_allowed_operations,
+    observe_device_activity}."""
+    report = {"status": "rejected", "rejection": None, "observations": {}, "timings_ms": {}}
+    session = Session(args["session_directory"], "candidate", context.deadline)
+    try:
+        _run(args, context, session, report)
+        report["status"] = "completed"
+    except Rejected as rejection:
+        report["rejection"] = rejection.as_dict()
+        try:
+            session.send({"type": "abort"})
+        except SessionClosed:
+            pass
+    except Stopped:
+        report["status"] = "stopped"
+    except (SessionClosed, SessionTimeout) as error:
+        report["status"] = "session_closed"
+        report["observations"]["session"] = str(error)
+    finally:
+        session.close()
+    return report

@@ -1,0 +1,281 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Comparison of a candidate's outputs with the reference's, run by the trusted process
+that computed the reference. Every failure names a reason code and says, in words a model
+can act on, what differs and where."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+#: The paper's tolerance (CUDA-Agent and KernelBench before v0.1): atol = rtol = 1e-2.
+PAPER = {"default": {"atol": 1e-2, "rtol": 1e-2}}
+#: KernelBench's current tolerance: fp32 (and fp64) 1e-4, half precision 1e-2.
+STRICT = {"default": {"atol": 1e-4, "rtol": 1e-4},
+          "float16": {"atol": 1e-2, "rtol": 1e-2}, "bfloat16": {"atol": 1e-2, "rtol": 1e-2}}
+
+#: The byte the candidate process writes into free memory before each call.
+POISON_BYTE = 0xFF
+
+
+class Failure(Exception):
+    """A check that did not pass."""
+
+    def __init__(self, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+        self.details = details or {}
+
+    def as_dict(self) -> dict:
+        return {"reason": self.reason, "message": self.message, "details": self.details}
+
+
+def tolerance_for(policy: dict, dtype: torch.dtype) -> dict:
+    name = str(dtype).replace("torch.", "")
+    if dtype.is_complex:
+        name = {"complex64": "float32", "complex128": "float64"}.get(name, name)
+    chosen = policy.get(name) or policy.get("default") or PAPER["default"]
+    return {"atol": float(chosen["atol"]), "rtol": float(chosen["rtol"])}
+
+
+def label(path: list) -> str:
+    """'the output' for a lone tensor, 'output[1][0]' inside sequences."""
+    if not path:
+        return "the output"
+    return "output" + "".join(f"[{index}]" for index in path)
+
+
+def unravel(flat: int, shape: tuple) -> tuple:
+    index = []
+    for extent in reversed(shape):
+        index.append(flat % extent if extent else 0)
+        flat = flat // extent if extent else 0
+    return tuple(reversed(index))
+
+
+def _format_index(index: tuple) -> str:
+    return "(" + ", ".join(str(i) for i in index) + ")" if len(index) != 1 else f"({index[0]})"
+
+
+def _format_value(value) -> str:
+    if isinstance(value, complex):
+        return f"{value.real:.6g}{value.imag:+.6g}j"
+    if isinstance(value, float):
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        return f"{value:.8g}"
+    return str(value)
+
+
+def _item(tensor: torch.Tensor, flat: int):
+    return tensor.reshape(-1)[flat].item()
+
+
+def compare_structure(expected: dict, actual: dict, path: list | None = None) -> None:
+    """Checks that ``actual`` has the structure and types of ``expected`` (descriptions)."""
+    path = [] if path is None else path
+    where = label(path)
+    if expected["kind"] == "sequence":
+        if actual["kind"] != "sequence":
+            raise Failure("output_structure",
+                          f"{where} should be a {expected['type']} of {len(expected['items'])} items like the reference's,"
+                          f" but ModelNew returned {_what(actual)}.",
+                          {"path": path, "expected": expected["type"], "actual": actual["type"]})
+        if actual["type"] != expected["type"]:
+            raise Failure("output_type",
+                          f"{where} is a {actual['type']} but the reference returns a {expected['type']}; return the"
+                          f" same container type.", {"path": path, "expected": expected["type"], "actual": actual["type"]})
+        if len(actual["items"]) != len(expected["items"]):
+            raise Failure("output_structure",
+                          f"{where} has {len(actual['items'])} items but the reference returns {len(expected['items'])}.",
+                          {"path": path, "expected": len(expected["items"]), "actual": len(actual["items"])})
+        for index, (want, got) in enumerate(zip(expected["items"], actual["items"])):
+            compare_structure(want, got, path + [index])
+        return
+    if expected["kind"] == "tensor":
+        if actual["kind"] == "sequence":
+            raise Failure("output_structure",
+                          f"{where} should be one tensor like the reference's, but ModelNew returned a {actual['type']}"
+                          f" of {len(actual['items'])} items.", {"path": path})
+        if actual["kind"] != "tensor" or actual["type"] != "torch.Tensor":
+            raise Failure("output_type",
+                          f"{where} must be exactly a torch.Tensor, but ModelNew returned {_what(actual)}. Return plain"
+                          " tensors (no subclasses, wrappers, numpy arrays or Python numbers).",
+                          {"path": path, "actual": actual["type"]})
+        if actual.get("overrides"):
+            names = ", ".join(actual["overrides"])
+            raise Failure("output_type",
+                          f"{where} carries per-instance methods ({names}) that replace torch.Tensor's own; return"
+                          " plain tensors.", {"path": path, "overrides": actual["overrides"]})
+        if actual.get("unreadable"):
+            raise Failure("output_type",
+                          f"{where} has layout {actual.get('layout')} on device {actual.get('device')} and dtype"
+                          f" {actual.get('dtype')}; return a dense (strided) tensor.", {"path": path})
+        if list(actual["shape"]) != list(expected["shape"]):
+            raise Failure("shape_mismatch",
+                          f"{where} has shape {tuple(actual['shape'])} but the reference's has shape"
+                          f" {tuple(expected['shape'])}.",
+                          {"path": path, "expected": expected["shape"], "actual": actual["shape"]})
+        if actual["dtype"] != expected["dtype"]:
+            raise Failure("dtype_mismatch",
+                          f"{where} has dtype {actual['dtype']} but the reference's has dtype {expected['dtype']};"
+                          " convert to the reference's dtype.",
+                          {"path": path, "expected": expected["dtype"], "actual": actual["dtype"]})
+        if _device_type(actual["device"]) != _device_type(expected["device"]):
+            raise Failure("device_mismatch",
+                          f"{where} is on device {actual['device']} but the reference's is on {expected['device']};"
+                          " keep outputs on the device of the inputs.",
+                          {"path": path, "expected": expected["device"], "actual": actual["device"]})
+        return
+    # The reference returned a Python scalar or something else; demand the same.
+    if actual["kind"] != expected["kind"] or actual["type"] != expected["type"]:
+        raise Failure("output_type",
+                      f"{where} should be {_what(expected)} like the reference's, but ModelNew returned {_what(actual)}.",
+                      {"path": path, "expected": expected["type"], "actual": actual["type"]})
+    if expected["kind"] == "scalar" and not _scalars_equal(expected.get("value"), actual.get("value")):
+        raise Failure("value_mismatch",
+                      f"{where} is {actual.get('value')!r} but the reference returns {expected.get('value')!r}.",
+                      {"path": path, "expected": expected.get("value"), "actual": actual.get("value")})
+
+
+def _scalars_equal(a, b) -> bool:
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    return a == b
+
+
+def _device_type(device: str) -> str:
+    return device.split(":", 1)[0]
+
+
+def _what(description: dict) -> str:
+    kind = description["kind"]
+    if kind == "tensor":
+        return "a tensor" if description["type"] == "torch.Tensor" else f"a {description['type']}"
+    if kind == "sequence":
+        return f"a {description['type']} of {len(description['items'])} items"
+    if kind == "scalar":
+        return f"a Python {description['type']} ({description.get('value')!r})"
+    return f"an object of type {description['type']}"
+
+
+def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict, where: str) -> dict:
+    """Compares values; raises Failure (non_finite or value_mismatch) with the first
+    differing index, or returns error statistics."""
+    shape = tuple(expected.shape)
+    if expected.numel() == 0:
+        return {"max_abs_error": 0.0, "max_rel_error": 0.0, "elements": 0}
+    actual = actual.to(expected.device)
+    if expected.dtype.is_floating_point or expected.dtype.is_complex:
+        work = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
+        if expected.dtype.is_complex:
+            work = torch.complex128 if expected.dtype == torch.complex128 else torch.complex64
+        e = expected.to(work)
+        a = actual.to(work)
+        atol, rtol = tolerance["atol"], tolerance["rtol"]
+        e_finite = torch.isfinite(e)
+        a_finite = torch.isfinite(a)
+        broken = e_finite & ~a_finite
+        if bool(broken.any()):
+            flat = int(broken.reshape(-1).to(torch.int8).argmax())
+            count = int(broken.sum())
+            nan_count = int((broken & torch.isnan(a)).sum())
+            index = unravel(flat, shape)
+            hint = _poison_hint(actual, broken)
+            raise Failure("non_finite",
+                          f"{where} holds {count} non-finite values where the reference is finite ({nan_count} NaN);"
+                          f" the first is at index {_format_index(index)}: expected"
+                          f" {_format_value(_item(expected, flat))}, got {_format_value(_item(actual, flat))}.{hint}",
+                          {"index": list(index), "count": count, "nan_count": nan_count,
+                           "expected": _json_number(_item(expected, flat)), "actual": _json_number(_item(actual, flat))})
+        close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        difference = (a - e).abs()
+        difference = torch.where(e_finite & a_finite, difference, torch.zeros_like(difference))
+        if difference.dtype.is_complex:
+            difference = difference.real
+        magnitude = e.abs()
+        if magnitude.dtype.is_complex:
+            magnitude = magnitude.real
+        # Relative to at least atol: near zero a relative error says nothing.
+        relative = difference / magnitude.clamp_min(max(atol, torch.finfo(difference.dtype).tiny))
+        max_abs = float(difference.max())
+        stats = {"max_abs_error": max_abs, "max_rel_error": float(relative.max()), "elements": expected.numel(),
+                 "atol": atol, "rtol": rtol}
+        if bool(close.all()):
+            return stats
+        wrong = ~close
+        flat = int(wrong.reshape(-1).to(torch.int8).argmax())
+        count = int(wrong.sum())
+        worst = int(difference.reshape(-1).argmax())
+        index = unravel(flat, shape)
+        want, got = _item(expected, flat), _item(actual, flat)
+        allowed = atol + rtol * abs(want) if not isinstance(want, complex) else atol + rtol * abs(want)
+        hint = _value_hint(expected, actual, wrong)
+        message = (f"{where} differs from the reference at index {_format_index(index)} (shape {tuple(shape)}):"
+                   f" expected {_format_value(want)}, got {_format_value(got)}"
+                   f" (|difference| {abs(got - want):.3g} > atol {atol:g} + rtol {rtol:g} x |expected| = {allowed:.3g})."
+                   f" {count} of {expected.numel()} elements ({100.0 * count / expected.numel():.3g}%) are outside the"
+                   f" tolerance; the largest difference is {max_abs:.3g} at index"
+                   f" {_format_index(unravel(worst, shape))}.{hint}")
+        raise Failure("value_mismatch", message,
+                      dict(stats, index=list(index), mismatches=count, expected=_json_number(want),
+                           actual=_json_number(got), worst_index=list(unravel(worst, shape))))
+    # Integers and booleans must match exactly.
+    equal = actual == expected
+    if bool(equal.all()):
+        return {"max_abs_error": 0.0, "max_rel_error": 0.0, "elements": expected.numel()}
+    wrong = ~equal
+    flat = int(wrong.reshape(-1).to(torch.int8).argmax())
+    count = int(wrong.sum())
+    index = unravel(flat, shape)
+    raise Failure("value_mismatch",
+                  f"{where} differs from the reference at index {_format_index(index)} (shape {tuple(shape)}): expected"
+                  f" {_format_value(_item(expected, flat))}, got {_format_value(_item(actual, flat))}; {count} of"
+                  f" {expected.numel()} elements differ ({expected.dtype} values must match exactly).",
+                  {"index": list(index), "mismatches": count, "expected": _item(expected, flat),
+                   "actual": _item(actual, flat)})
+
+
+def _json_number(value):
+    if isinstance(value, complex):
+        return [value.real, value.imag]
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        return str(value)
+    return value
+
+
+def _poison_hint(actual: torch.Tensor, broken: torch.Tensor) -> str:
+    try:
+        raw = actual.contiguous().reshape(-1).view(torch.uint8)
+        if raw.numel() and bool((raw == POISON_BYTE).all()):
+            return (" Every byte of this output is the pattern the harness writes into free memory before each call:"
+                    " the output was never written (for example torch.empty without a kernel writing it).")
+        if raw.numel() and bool((raw.reshape(-1, actual.element_size()) == POISON_BYTE).all(dim=1)[
+                broken.reshape(-1)].all()):
+            return (" These elements hold the harness's poison pattern: part of the output was never written"
+                    " (a missing boundary check, a grid too small, or an early return).")
+    except RuntimeError:
+        pass
+    return ""
+
+
+def _value_hint(expected: torch.Tensor, actual: torch.Tensor, wrong: torch.Tensor) -> str:
+    try:
+        if bool((actual == 0).all()):
+            return " The output is all zeros."
+        flat_wrong = wrong.reshape(-1)
+        if flat_wrong.numel() > 16 and bool(flat_wrong[: flat_wrong.numel() // 2].logical_not().all()):
+            return " The first half matches; the error is in the later elements."
+        if int(wrong.sum()) <= max(1, expected.numel() // 1000):
+            return " Only a few elements are wrong: look at boundaries, tails and tile edges."
+    except RuntimeError:
+        pass
+    return ""
+
+
+def nonfinite_free(tensor: torch.Tensor) -> bool:
+    if not (tensor.dtype.is_floating_point or tensor.dtype.is_complex):
+        return True
+    return bool(torch.isfinite(tensor).all())

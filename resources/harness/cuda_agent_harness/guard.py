@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What may run inside ``ModelNew.forward``: the candidate's extension, and torch operations
+that create tensors, move or copy them, or change only their metadata. Everything else
+(torch compute functions, ``torch.nn.functional``, Tensor compute methods, ``torch.ops.aten``
+and the aten calls the candidate's own C++ makes through the dispatcher) is refused.
+
+Two torch modes enforce it while forward runs:
+  * a TorchDispatchMode sees every operator that reaches the dispatcher, from Python or C++,
+    and refuses those outside the allowlist; it is the ground truth;
+  * a TorchFunctionMode names the Python-level call that led there (for the message) and
+    refuses the exits that bypass the dispatcher (``.numpy()``, ``.tolist()``, DLPack).
+Refusals raise inside forward and are also recorded, so that a candidate that catches the
+exception is rejected all the same.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode, _get_current_function_mode_stack
+from torch.utils._python_dispatch import TorchDispatchMode, _get_current_dispatch_mode_stack
+
+#: aten operators (by overload packet) that create, copy, convert, view or describe tensors.
+ALLOWED_ATEN = frozenset({
+    # creation
+    "empty", "empty_like", "empty_strided", "empty_permuted", "new_empty", "new_empty_strided",
+    "zeros", "zeros_like", "new_zeros", "ones", "ones_like", "new_ones", "full", "full_like", "new_full",
+    "scalar_tensor", "arange", "lift_fresh", "lift_fresh_copy", "lift",
+    # copies and conversions
+    "_to_copy", "to", "copy_", "clone", "contiguous", "detach", "detach_", "alias", "_local_scalar_dense",
+    "fill_", "zero_", "resize_", "resize_as_", "is_pinned", "_pin_memory", "record_stream",
+    # views and metadata
+    "view", "_unsafe_view", "reshape", "_reshape_alias", "as_strided", "expand", "expand_as", "permute", "t",
+    "transpose", "unsqueeze", "squeeze", "slice", "select", "narrow", "split", "split_with_sizes", "chunk",
+    "unbind", "unfold", "diagonal", "movedim", "view_as", "view_as_real", "view_as_complex", "real", "imag",
+    "flatten", "unflatten", "sym_size", "sym_stride", "sym_numel", "sym_storage_offset", "size", "stride",
+    "numel", "dim", "is_contiguous", "is_same_size", "set_", "_has_compatible_shallow_copy_type",
+})
+
+#: Python-level calls that leave torch with the data (and so could compute elsewhere).
+DENIED_FUNCTIONS = frozenset({
+    "Tensor.numpy", "Tensor.tolist", "Tensor.__array__", "Tensor.__array_wrap__", "Tensor.__dlpack__",
+    "torch.from_numpy", "torch.from_dlpack", "torch.utils.dlpack.from_dlpack", "torch.utils.dlpack.to_dlpack",
+})
+
+#: Scalars read one by one with .item() beyond this count are host computation.
+MAX_ITEM_CALLS = 4096
+
+
+class ForbiddenOperation(RuntimeError):
+    """Raised inside forward when it runs something the contract forbids."""
+
+
+def describe_function(func) -> str:
+    """A readable name for what a TorchFunctionMode sees."""
+    qualname = getattr(func, "__qualname__", None) or getattr(func, "__name__", None) or str(func)
+    module = getattr(func, "__module__", None) or ""
+    if qualname.startswith("_VariableFunctionsClass."):
+        return "torch." + qualname.split(".", 1)[1]
+    if qualname.startswith(("TensorBase.", "_TensorBase.")):
+        return "Tensor." + qualname.split(".", 1)[1]
+    if qualname.startswith("Tensor."):
+        return qualname
+    if "::" in qualname:
+        return "torch.ops." + qualname.replace("::", ".")
+    if isinstance(func, torch._ops.OpOverloadPacket) or isinstance(func, torch._ops.OpOverload):
+        return "torch.ops." + str(func)
+    if module.startswith("torch"):
+        return f"{module}.{qualname}"
+    return qualname
+
+
+class ForwardGuard:
+    """Active around each call of ``ModelNew.forward``."""
+
+    def __init__(self, allowed_aten=ALLOWED_ATEN, extra_allowed=(), max_item_calls=MAX_ITEM_CALLS):
+        self.allowed = frozenset(allowed_aten) | frozenset(extra_allowed)
+        self.max_item_calls = max_item_calls
+        self.violations: list[dict] = []
+        self.item_calls = 0
+        self._python_stack: list[str] = []
+        self._function_mode = _FunctionMode(self)
+        self._dispatch_mode = _DispatchMode(self)
+        self.tampered = False
+
+    def refuse(self, operation: str, python: str | None, why: str) -> None:
+        record = {"operation": operation, "called_as": python, "why": why}
+        if len(self.violations) < 32:
+            self.violations.append(record)
+        shown = f"{python} ({operation})" if python and python != operation else operation
+        raise ForbiddenOperation(f"{shown} is not allowed inside ModelNew.forward: {why}")
+
+    def current_python(self) -> str | None:
+        return self._python_stack[-1] if self._python_stack else None
+
+    def __enter__(self):
+        self._function_mode.__enter__()
+        self._dispatch_mode.__enter__()
+        return self
+
+    def __exit__(self, kind, value, trace):
+        dispatch_stack = _get_current_dispatch_mode_stack()
+        function_stack = _get_current_function_mode_stack()
+        self.tampered = not (dispatch_stack and dispatch_stack[-1] is self._dispatch_mode and function_stack
+                             and function_stack[-1] is self._function_mode)
+        try:
+            self._dispatch_mode.__exit__(kind, value, trace)
+        finally:
+            self._function_mode.__exit__(kind, value, trace)
+        return False
+
+    def first_violation(self) -> dict | None:
+        if self.violations:
+            return self.violations[0]
+        if self.tampered:
+            return {"operation": "torch mode stack", "called_as": None,
+                    "why": "forward changed the torch function or dispatch mode stack, removing the guard"}
+        return None
+
+
+class _FunctionMode(TorchFunctionMode):
+    def __init__(self, guard: ForwardGuard):
+        super().__init__()
+        self.guard = guard
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        name = describe_function(func)
+        if name in DENIED_FUNCTIONS:
+            self.guard.refuse(name, name, "it hands the tensor's data to code outside torch and the extension")
+        self.guard._python_stack.append(name)
+        try:
+            return func(*args, **(kwargs or {}))
+        finally:
+            self.guard._python_stack.pop()
+
+
+class _DispatchMode(TorchDispatchMode):
+    def __init__(self, guard: ForwardGuard):
+        super().__init__()
+        self.guard = guard
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        namespace = getattr(func, "namespace", "aten")
+        packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
+        operation = f"{namespace}.{packet}"
+        if namespace == "aten" and packet in self.guard.allowed:
+            if packet == "_local_scalar_dense":
+                self.guard.item_calls += 1
+                if self.guard.item_calls > self.guard.max_item_calls:
+                    self.guard.refuse(operation, "Tensor.item",
+                                      f"more than {self.guard.max_item_calls} scalars were read one by one, which is"
+                                      " computing on the host")
+            return func(*args, **(kwargs or {}))
+        if operation in self.guard.allowed:
+            return func(*args, **(kwargs or {}))
+        if namespace != "aten":
+            # A registered operator runs its implementation below this mode, where the
+            # operators it calls would go unseen; the contract's extension is a plain module.
+            self.guard.refuse(operation, self.guard.current_python(),
+                              "registered torch operators are not part of the candidate contract; call the"
+                              " functions of cuda_extension directly")
+        self.guard.refuse(operation, self.guard.current_python(),
+                          "only the custom extension and tensor creation, copy and metadata operations may run;"
+                          " implement this computation in your kernels")

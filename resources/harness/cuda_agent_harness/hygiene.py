@@ -1,0 +1,153 @@
+# SPDX-License-Identifier: Apache-2.0
+"""What surrounds each call of a candidate: memory poisoned before it, and after it the
+check that nothing it started is still running (threads, processes, unjoined streams) and
+that its kernels actually ran on the device."""
+
+from __future__ import annotations
+
+import os
+
+import torch
+
+from .compare import POISON_BYTE
+
+_fill = torch.Tensor.fill_
+_empty = torch.empty
+
+
+def os_threads() -> dict[int, str]:
+    """The threads of this process, by id, with their names."""
+    threads: dict[int, str] = {}
+    for entry in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{entry}/comm") as comm:
+                threads[int(entry)] = comm.read().strip()
+        except OSError:
+            continue
+    return threads
+
+
+def child_processes() -> list[int]:
+    children: list[int] = []
+    for entry in os.listdir("/proc/self/task"):
+        try:
+            with open(f"/proc/self/task/{entry}/children") as listing:
+                children.extend(int(pid) for pid in listing.read().split())
+        except OSError:
+            continue
+    return children
+
+
+def warm_thread_pools(device: str) -> None:
+    """Starts torch's own worker threads now, so that they belong to the baseline."""
+    x = torch.ones(1 << 18)
+    x.add_(1)
+    if device == "cuda":
+        y = torch.ones(1 << 18, device="cuda")
+        y.add_(1)
+        torch.cuda.synchronize()
+
+
+def poison_free_memory(device: str, sizes: list[int]) -> int:
+    """Fills free memory that the next allocations may receive with the poison byte, so that
+    an output nobody writes reads as NaN (floats) or -1 (integers) instead of stale data.
+    On CUDA every free block of the caching allocator is claimed and filled; on the CPU,
+    blocks of the given sizes are."""
+    claimed = []
+    filled = 0
+    if device == "cuda":
+        try:
+            segments = torch.cuda.memory_snapshot()
+        except RuntimeError:
+            segments = []
+        free_blocks = sorted((block["size"] for segment in segments for block in segment.get("blocks", [])
+                              if block.get("state") == "inactive"), reverse=True)
+        for size in free_blocks:
+            try:
+                claimed.append(_empty(size, dtype=torch.uint8, device="cuda"))
+            except RuntimeError:
+                break
+    for size in sizes:
+        if size > 0:
+            claimed.append(_empty(size, dtype=torch.uint8, device=device))
+    for block in claimed:
+        _fill(block, POISON_BYTE)
+        filled += block.numel()
+    del claimed
+    return filled
+
+
+def snapshot_outputs(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Copies of the outputs queued on the current stream right after forward returned,
+    before any synchronisation: if work the candidate left on another stream was still
+    writing them, the copies differ from the outputs read after a device-wide sync."""
+    return [torch.Tensor.clone(tensor) for tensor in tensors]
+
+
+def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    if a.numel() == 0:
+        return True
+    if a.dtype.is_floating_point or a.dtype.is_complex:
+        return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
+    return bool((a == b).all())
+
+
+class DeviceActivity:
+    """Profiles one call on CUDA: which kernels ran, which of them no allowed torch operator
+    launched (the candidate's own, cuBLAS/cuDNN called from its C++, CUDA graph replays),
+    and whether any of them was still running on another stream when a marker queued on the
+    current stream right after the call started."""
+
+    MARKER_CYCLES = 1000
+
+    def __init__(self):
+        from torch.profiler import ProfilerActivity, profile
+
+        self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+
+    def __enter__(self):
+        self.profile.__enter__()
+        return self
+
+    def mark_return(self) -> None:
+        torch.cuda._sleep(self.MARKER_CYCLES)
+
+    def __exit__(self, kind, value, trace):
+        torch.cuda.synchronize()
+        self.profile.__exit__(kind, value, trace)
+        return False
+
+    def summary(self) -> dict:
+        from torch.autograd import DeviceType
+
+        events = list(self.profile.profiler.kineto_results.events())
+        operators = {}
+        for event in events:
+            if event.device_type() == DeviceType.CPU and event.linked_correlation_id() == 0:
+                operators[event.correlation_id()] = event.name()
+        kernels = []
+        for event in events:
+            if event.device_type() != DeviceType.CUDA:
+                continue
+            name = event.name()
+            if name.startswith(("Memcpy", "Memset", "cudaMemcpy", "cudaMemset")):
+                continue
+            linked = event.linked_correlation_id()
+            launcher = operators.get(linked) if linked else None
+            kernels.append({"name": name, "stream": event.device_resource_id(), "start_ns": event.start_ns(),
+                            "end_ns": event.end_ns(), "launched_by": launcher})
+        markers = [k for k in kernels if "spin_kernel" in k["name"]]
+        marker = markers[-1] if markers else None
+        work = [k for k in kernels if k is not marker]
+        own = [k for k in work if not (k["launched_by"] or "").startswith("aten::")]
+        outlived = []
+        if marker is not None:
+            outlived = [k for k in work if k["stream"] != marker["stream"] and k["end_ns"] > marker["start_ns"]]
+        return {
+            "kernels": len(work),
+            "candidate_kernels": len(own),
+            "kernel_names": sorted({k["name"][:120] for k in own})[:16],
+            "marker_found": marker is not None,
+            "unjoined_kernels": [{"name": k["name"][:120], "stream": k["stream"],
+                                  "ends_after_return_ns": k["end_ns"] - marker["start_ns"]} for k in outlived][:8],
+        }

@@ -1,0 +1,53 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Request handlers, by name.
+
+A handler is a function ``handler(args: dict, context: RequestContext) -> dict`` that runs
+in a child forked from a warm worker. Each lives in its own module and registers itself
+with the ``@handler("name")`` decorator; a module takes part once it is listed in
+``HANDLER_MODULES``. Adding a handler module is one line here.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Callable
+
+#: Modules whose handlers a worker offers, imported when the worker starts.
+HANDLER_MODULES = [
+    "cuda_agent_harness.basic",
+    "cuda_agent_harness.scan",
+    "cuda_agent_harness.reference",
+    "cuda_agent_harness.candidate",
+    "cuda_agent_harness.audit",
+    "cuda_agent_harness.timing_session",
+    "cuda_agent_harness.kernel_table",
+]
+
+_handlers: dict[str, Callable] = {}
+
+
+def handler(name: str):
+    """Registers the decorated function as the handler of requests named ``name``."""
+
+    def register(function: Callable) -> Callable:
+        if name in _handlers and _handlers[name] is not function:
+            raise ValueError(f"two handlers are registered as {name!r}")
+        _handlers[name] = function
+        return function
+
+    return register
+
+
+def load_handlers(modules: list[str] | None = None) -> dict[str, Callable]:
+    """Imports the handler modules and returns the registry."""
+    for module in modules if modules is not None else HANDLER_MODULES:
+        importlib.import_module(module)
+    return dict(_handlers)
+
+
+def lookup(name: str) -> Callable | None:
+    return _handlers.get(name)
+
+
+def names() -> list[str]:
+    return sorted(_handlers)

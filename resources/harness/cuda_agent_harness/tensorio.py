@@ -1,0 +1,225 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Outputs as raw bytes: what a candidate returned, described as JSON and stored in a slot
+file, and read back by a trusted process without running anything the candidate wrote.
+
+A description is a tree:
+  {"kind": "tensor", "type": "torch.Tensor", "dtype": "float32", "shape": [2, 3],
+   "device": "cuda:0", "layout": "strided", "offset": 0, "nbytes": 24}
+  {"kind": "scalar", "type": "float", "value": 1.5}            (int, float, bool, None)
+  {"kind": "sequence", "type": "tuple" | "list", "items": [...]}
+  {"kind": "other", "type": "package.module.ClassName"}
+Tensor bytes are the tensor's elements in logical (row-major) order at ``offset`` in the
+slot file. Descriptions that come from an untrusted process go through ``validate``.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+
+import torch
+
+_DTYPES = {
+    "float16": torch.float16, "bfloat16": torch.bfloat16, "float32": torch.float32, "float64": torch.float64,
+    "int8": torch.int8, "int16": torch.int16, "int32": torch.int32, "int64": torch.int64, "uint8": torch.uint8,
+    "bool": torch.bool, "complex64": torch.complex64, "complex128": torch.complex128,
+}
+for _name in ("uint16", "uint32", "uint64", "float8_e4m3fn", "float8_e5m2"):
+    if hasattr(torch, _name):
+        _DTYPES[_name] = getattr(torch, _name)
+_NAMES = {dtype: name for name, dtype in _DTYPES.items()}
+
+#: Offsets of tensors in a slot are multiples of this (any dtype view stays aligned).
+ALIGNMENT = 64
+#: Nesting and size caps for untrusted descriptions.
+MAX_DEPTH = 8
+MAX_LEAVES = 4096
+MAX_DIMS = 16
+
+# Bound before any candidate code runs in this process; later reassignments of these
+# names on the torch module or the Tensor class do not reach the harness.
+_type = type
+_isinstance = isinstance
+_Tensor = torch.Tensor
+_detach = torch.Tensor.detach
+_copy = torch.Tensor.copy_
+_view = torch.Tensor.view
+_reshape = torch.Tensor.reshape
+_frombuffer = torch.frombuffer
+_empty = torch.empty
+_numel = torch.Tensor.numel
+_element_size = torch.Tensor.element_size
+_stride = torch.Tensor.stride
+_size = torch.Tensor.size
+
+
+class DescriptionError(ValueError):
+    """A description that is not well formed."""
+
+
+def dtype_name(dtype: torch.dtype) -> str:
+    return _NAMES.get(dtype, str(dtype).replace("torch.", ""))
+
+
+def dtype_of(name: str) -> torch.dtype:
+    try:
+        return _DTYPES[name]
+    except KeyError:
+        raise DescriptionError(f"unsupported dtype {name!r}") from None
+
+
+def type_name(value) -> str:
+    cls = _type(value)
+    module = getattr(cls, "__module__", "") or ""
+    qualname = getattr(cls, "__qualname__", getattr(cls, "__name__", "?"))
+    if module in ("builtins", ""):
+        return str(qualname)
+    if cls is _Tensor:
+        return "torch.Tensor"
+    return f"{module}.{qualname}"
+
+
+def element_size(dtype: torch.dtype) -> int:
+    return _empty((), dtype=dtype).element_size()
+
+
+def describe(value, layout: list, depth: int = 0) -> dict:
+    """Describes ``value``; tensors are appended to ``layout`` as (description, tensor) in
+    the order their bytes will be stored."""
+    cls = _type(value)
+    if cls is _Tensor:
+        return _describe_tensor(value, layout)
+    if _isinstance(value, _Tensor):
+        # A subclass: reported as what it is, and its data is not read.
+        return {"kind": "other", "type": type_name(value)}
+    if cls in (tuple, list):
+        if depth >= MAX_DEPTH:
+            return {"kind": "other", "type": f"{cls.__name__} nested deeper than {MAX_DEPTH}"}
+        return {"kind": "sequence", "type": cls.__name__, "items": [describe(item, layout, depth + 1) for item in value]}
+    if cls in (int, float, bool) or value is None:
+        return {"kind": "scalar", "type": cls.__name__, "value": value}
+    return {"kind": "other", "type": type_name(value)}
+
+
+def _describe_tensor(tensor: torch.Tensor, layout: list) -> dict:
+    strided = tensor.layout == torch.strided
+    description = {"kind": "tensor", "type": "torch.Tensor", "dtype": dtype_name(tensor.dtype),
+                   "shape": list(_size(tensor)), "device": str(tensor.device),
+                   "layout": str(tensor.layout).replace("torch.", ""), "strides": list(_stride(tensor)) if strided else [],
+                   "overrides": sorted(name for name, item in getattr(tensor, "__dict__", {}).items() if callable(item))}
+    if tensor.layout != torch.strided or tensor.device.type == "meta" or tensor.dtype not in _NAMES:
+        description["nbytes"] = 0
+        description["offset"] = 0
+        description["unreadable"] = True
+        return description
+    description["nbytes"] = _numel(tensor) * _element_size(tensor)
+    layout.append((description, tensor))
+    return description
+
+
+def assign_offsets(layout: list) -> int:
+    """Gives each tensor of ``layout`` its place in the slot; returns the slot's size."""
+    offset = 0
+    for description, _ in layout:
+        description["offset"] = offset
+        offset += (description["nbytes"] + ALIGNMENT - 1) // ALIGNMENT * ALIGNMENT
+    return offset
+
+
+def write_slot(path: str, layout: list) -> int:
+    """Stores the tensors of ``layout`` (after ``assign_offsets``) in the file at ``path``."""
+    size = assign_offsets(layout)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        os.ftruncate(fd, size)
+        if size == 0:
+            return 0
+        with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mapped:
+            for description, tensor in layout:
+                if description["nbytes"] == 0:
+                    continue
+                target = _frombuffer(mapped, dtype=torch.uint8, count=description["nbytes"], offset=description["offset"])
+                target = _view(_view(target, tensor.dtype), tuple(_size(tensor)))
+                _copy(target, _detach(tensor))
+                del target
+    finally:
+        os.close(fd)
+    return size
+
+
+def validate(description, depth: int = 0, leaves: list | None = None) -> dict:
+    """Checks an untrusted description; raises DescriptionError if it is malformed."""
+    leaves = [0] if leaves is None else leaves
+    leaves[0] += 1
+    if leaves[0] > MAX_LEAVES or depth > MAX_DEPTH:
+        raise DescriptionError("the output description is too large or too deeply nested")
+    if not isinstance(description, dict) or not isinstance(description.get("kind"), str):
+        raise DescriptionError("an output description entry is not an object with a kind")
+    kind = description["kind"]
+    if not isinstance(description.get("type"), str) or len(description["type"]) > 256:
+        raise DescriptionError("an output description entry has no type name")
+    if kind == "sequence":
+        items = description.get("items")
+        if not isinstance(items, list):
+            raise DescriptionError("a sequence description has no items")
+        for item in items:
+            validate(item, depth + 1, leaves)
+    elif kind == "tensor":
+        shape = description.get("shape")
+        if not isinstance(shape, list) or len(shape) > MAX_DIMS or not all(
+                isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+            raise DescriptionError("a tensor description has an invalid shape")
+        dtype = dtype_of(description.get("dtype", ""))
+        for key in ("offset", "nbytes"):
+            if not isinstance(description.get(key), int) or isinstance(description.get(key), bool) or description[key] < 0:
+                raise DescriptionError(f"a tensor description has an invalid {key}")
+        if not description.get("unreadable"):
+            numel = 1
+            for n in shape:
+                numel *= n
+            if description["nbytes"] != numel * element_size(dtype):
+                raise DescriptionError("a tensor description's byte count does not match its shape and dtype")
+            if description["offset"] % ALIGNMENT:
+                raise DescriptionError("a tensor description's offset is not aligned")
+        if not isinstance(description.get("device", ""), str):
+            raise DescriptionError("a tensor description has an invalid device")
+    elif kind == "scalar":
+        if description.get("type") not in ("int", "float", "bool", "NoneType"):
+            raise DescriptionError("a scalar description has an unknown type")
+    elif kind != "other":
+        raise DescriptionError(f"unknown description kind {kind!r}")
+    return description
+
+
+def read_tensor(path: str, description: dict) -> torch.Tensor:
+    """Reads a described tensor from a slot file into a fresh CPU tensor. The file is read,
+    not mapped: a file truncated by its writer gives an error, not a fault."""
+    dtype = dtype_of(description["dtype"])
+    shape = tuple(description["shape"])
+    nbytes = description["nbytes"]
+    buffer = _empty(max(nbytes, 1), dtype=torch.uint8)
+    if nbytes:
+        with open(path, "rb", buffering=0) as stream:
+            stream.seek(description["offset"])
+            view = memoryview(buffer.numpy()) if _has_numpy() else None
+            if view is None:
+                data = stream.read(nbytes)
+                if len(data) != nbytes:
+                    raise DescriptionError("the output data is shorter than described")
+                buffer = _frombuffer(bytearray(data), dtype=torch.uint8)
+            else:
+                done = 0
+                while done < nbytes:
+                    count = stream.readinto(view[done:nbytes])
+                    if not count:
+                        raise DescriptionError("the output data is shorter than described")
+                    done += count
+    return _reshape(_view(buffer[:nbytes], dtype), shape)
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        return False
+    return True

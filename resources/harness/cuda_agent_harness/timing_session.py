@@ -1,0 +1,1100 @@
+# SPDX-License-Identifier: Apache-2.0
+"""An interleaved timing session: the candidate against eager PyTorch and torch.compile,
+each in a process of its own trust level.
+
+Two processes take part:
+
+* the **reference side** (trusted; never imports the candidate) holds the eager model and
+  its ``torch.compile`` form, and runs the session: it decides the seeds, the regime, the
+  order of contenders in each round, which timed outputs to re-check, and when to stop;
+* the **candidate side** (sandboxed) holds ``ModelNew`` and answers the reference side's
+  requests over two FIFOs in the session directory; it writes the outputs it hands over
+  into the session's output directory.
+
+They take turns on the GPU, never overlapping: in each round the reference side times its
+contenders itself and asks the candidate side for its sample, in an order drawn at random
+per round, so that clock drift and order effects fall on all contenders alike (the
+speedup is computed per round, then over rounds). Every sample uses fresh inputs from the
+round's seed, which the candidate learns only when the round starts; the reference side
+probes the SM clock after every sample itself, and rounds in which the clock sagged below
+the tolerance are flagged. After some rounds chosen in secret (and after the last), the
+candidate side must hand over the outputs it just produced under the timer; the reference
+side compares them with its own eager outputs of the same round.
+
+Baselines come from the cache (``baseline_cache``) when a fresh entry exists: then the
+reference side times eager only, and the speedup against torch.compile goes through the
+cached compile/eager ratio (eager anchors the two sessions). Cache entries are measured
+by the reference side alone, before the candidate side is allowed to touch the GPU or
+after it has gone. An entry whose eager time or clock no longer matches the live session
+is stale: torch.compile is then built and timed live.
+
+Run either side with ``python -m cuda_agent_harness.timing_session reference|candidate
+--request FILE``; the reference side prints ``RESULT_MARKER`` followed by its JSON result.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import random
+import select
+import statistics
+import sys
+import threading
+import time
+import traceback
+from typing import Any, Callable
+
+from . import baseline_cache, timing
+from .registry import handler
+
+PROTOCOL_VERSION = 1
+RESULT_MARKER = "CUDA_AGENT_TIMING_RESULT "
+TO_REFERENCE = "to_reference"
+TO_CANDIDATE = "to_candidate"
+MAX_MESSAGE_BYTES = 1 << 20
+
+DEFAULT_BUDGET = {
+    "time_s": 5.0,  # for the interleaved rounds
+    "min_rounds": 10,
+    "floor_rounds": 5,  # fewer are never enough, whatever the time
+    "max_rounds": 400,
+    "target_relative_error": 0.01,
+    "warmup_s": 0.05,
+    "calibration_samples": 5,
+}
+DEFAULT_CHECK = {"probability": 0.2, "atol": 1e-2, "rtol": 1e-2, "max_elements": 1 << 22}
+DEFAULT_STALE_TOLERANCE = 0.05
+
+
+class SessionError(RuntimeError):
+    """The candidate side misbehaved or failed; carries a rejection reason."""
+
+    def __init__(self, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.details = details or {}
+
+
+# ---------------------------------------------------------------------------------------
+# The channel: JSON lines over two FIFOs the launcher creates in the session directory
+# (``to_reference`` and ``to_candidate``, as the verifier's sessions have them), with
+# deadlines and a size limit. Opening never blocks: a side that never comes is a timeout.
+
+
+def create_fifos(session_directory: str) -> None:
+    """What the launcher does before starting the two sides."""
+    for name in (TO_REFERENCE, TO_CANDIDATE):
+        path = os.path.join(session_directory, name)
+        if not os.path.exists(path):
+            os.mkfifo(path, 0o666)
+            os.chmod(path, 0o666)
+
+
+class Channel:
+    def __init__(self, incoming: int, outgoing: int):
+        self.incoming = incoming
+        self.outgoing = outgoing
+        self.buffer = b""
+        self.heard = False  # EOF before the first message only means "not yet opened"
+
+    @classmethod
+    def open(cls, session_directory: str, side: str, timeout_s: float, gone_marker: str | None = None) -> "Channel":
+        """Opens this side's ends: reading its own FIFO at once, writing the other's as soon
+        as the other side reads it. Gives up early once ``gone_marker`` exists (the
+        launcher creates it when the candidate's process has ended)."""
+        mine, theirs = (TO_REFERENCE, TO_CANDIDATE) if side == "reference" else (TO_CANDIDATE, TO_REFERENCE)
+        incoming = os.open(os.path.join(session_directory, mine), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                outgoing = os.open(os.path.join(session_directory, theirs), os.O_WRONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+                break
+            except OSError as error:
+                if error.errno != errno.ENXIO:  # ENXIO: nobody reads it yet
+                    os.close(incoming)
+                    raise
+            if gone_marker and os.path.exists(gone_marker):
+                os.close(incoming)
+                raise EOFError("the candidate's timing process ended before it joined the session")
+            if time.monotonic() > deadline:
+                os.close(incoming)
+                raise TimeoutError(f"the other side did not join the session within {timeout_s:.0f} s")
+            time.sleep(0.01)
+        os.set_blocking(outgoing, True)
+        return cls(incoming, outgoing)
+
+    def send(self, message: dict) -> None:
+        data = memoryview(json.dumps(message).encode() + b"\n")
+        try:
+            while data:
+                data = data[os.write(self.outgoing, data):]
+        except BrokenPipeError as error:
+            raise EOFError("the other side closed the session") from error
+
+    def receive(self, timeout_s: float) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while b"\n" not in self.buffer:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise TimeoutError(f"no message within {timeout_s:.1f} s")
+            ready, _, _ = select.select([self.incoming], [], [], min(remaining, 0.05 if not self.heard else remaining))
+            if not ready:
+                continue
+            chunk = os.read(self.incoming, 65536)
+            if not chunk:
+                if self.heard:
+                    raise EOFError("the other side closed the session")
+                time.sleep(0.01)  # its writing end is not open yet
+                continue
+            self.buffer += chunk
+            if len(self.buffer) > MAX_MESSAGE_BYTES:
+                raise ValueError(f"a message exceeded {MAX_MESSAGE_BYTES} bytes")
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        self.heard = True
+        message = json.loads(line)
+        if not isinstance(message, dict):
+            raise ValueError("a message is not a JSON object")
+        return message
+
+    def close(self) -> None:
+        for descriptor in (self.incoming, self.outgoing):
+            with contextlib.suppress(OSError):
+                os.close(descriptor)
+
+
+# ---------------------------------------------------------------------------------------
+# Loading the task
+
+
+def load_module(path: str, name: str):
+    """Imports a file as module ``name`` (registered in sys.modules)."""
+    spec = importlib.util.spec_from_file_location(name, path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot import {path}")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_reference_model(torch, reference, init_seed: int, device):
+    torch.manual_seed(init_seed)
+    model = reference.Model(*reference.get_init_inputs())
+    return model.to(device.torch_device).eval()
+
+
+def task_hash_of(reference_path: str) -> str:
+    """The task's content hash, computed as the C++ Task::content_hash does."""
+    with open(reference_path, "rb") as handle:
+        source = handle.read()
+    return hashlib.sha256(b"cuda-agent task v1\n" + source).hexdigest()
+
+
+# ---------------------------------------------------------------------------------------
+# Timed outputs: what the candidate side hands over, and how it is compared
+
+
+def flatten_outputs(value: Any, torch) -> list:
+    if isinstance(value, (list, tuple)):
+        flat = []
+        for item in value:
+            flat.extend(flatten_outputs(item, torch))
+        return flat
+    return [value]
+
+
+def select_elements(tensor, sample_seed: int, max_elements: int, torch):
+    """The whole tensor (flattened, on the CPU) if small enough, else ``max_elements``
+    elements at positions drawn from ``sample_seed``: the same on both sides."""
+    flat = tensor.detach().reshape(-1)
+    if flat.numel() <= max_elements:
+        return flat.cpu(), True
+    generator = torch.Generator().manual_seed(sample_seed)
+    positions = torch.randint(0, flat.numel(), (max_elements,), generator=generator)
+    return flat[positions.to(flat.device)].cpu(), False
+
+
+def output_payload(outputs: Any, sample_seed: int, max_elements: int, torch) -> dict:
+    values, shapes, dtypes = [], [], []
+    for item in flatten_outputs(outputs, torch):
+        if isinstance(item, torch.Tensor):
+            selected, _ = select_elements(item, sample_seed, max_elements, torch)
+            values.append(selected)
+            shapes.append(list(item.shape))
+            dtypes.append(str(item.dtype))
+        else:
+            values.append(None)
+            shapes.append(None)
+            dtypes.append(type(item).__name__)
+    return {"values": values, "shapes": shapes, "dtypes": dtypes}
+
+
+def compare_payloads(expected: dict, got: dict, atol: float, rtol: float, torch) -> str | None:
+    """None when the timed outputs match, else what differs (first offending element)."""
+    if len(expected["values"]) != len(got.get("values", [])):
+        return f"{len(got.get('values', []))} outputs instead of {len(expected['values'])}"
+    for index, (want, have) in enumerate(zip(expected["values"], got["values"])):
+        if expected["shapes"][index] != got["shapes"][index] or expected["dtypes"][index] != got["dtypes"][index]:
+            return (
+                f"output {index}: {got['dtypes'][index]} {got['shapes'][index]} instead of "
+                f"{expected['dtypes'][index]} {expected['shapes'][index]}"
+            )
+        if want is None:
+            continue
+        if not isinstance(have, torch.Tensor) or have.shape != want.shape or have.dtype != want.dtype:
+            return f"output {index}: the handed-over values are malformed"
+        if want.is_floating_point() or want.is_complex():
+            w, h = (torch.view_as_real(want), torch.view_as_real(have)) if want.is_complex() else (want, have)
+            w, h = w.double(), h.double()
+            both_nan = torch.isnan(w) & torch.isnan(h)
+            close = (h - w).abs() <= atol + rtol * w.abs()
+            same_inf = torch.isinf(w) & (h == w)
+            bad = ~(close | both_nan | same_inf)
+        else:
+            w, h = want, have
+            bad = want != have
+        if bool(bad.any()):
+            position = int(bad.reshape(-1).nonzero()[0])
+            return (
+                f"output {index} differs at sampled element {position}: expected "
+                f"{w.reshape(-1)[position].item()!r}, got {h.reshape(-1)[position].item()!r} "
+                f"(atol {atol}, rtol {rtol})"
+            )
+    return None
+
+
+def load_payload(path: str, limit_bytes: int, torch) -> dict:
+    """Reads what the candidate side wrote, refusing links, oversized files and anything
+    but plain tensors and containers (``weights_only``)."""
+    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    with os.fdopen(descriptor, "rb") as handle:
+        size = os.fstat(handle.fileno()).st_size
+        if size > limit_bytes:
+            raise ValueError(f"the handed-over outputs take {size} bytes (limit {limit_bytes})")
+        payload = torch.load(handle, weights_only=True)
+    if not isinstance(payload, dict) or not isinstance(payload.get("values"), list):
+        raise ValueError("the handed-over outputs are not in the expected form")
+    return payload
+
+
+# ---------------------------------------------------------------------------------------
+# The candidate side
+
+
+class CandidateViolation(Exception):
+    """The candidate broke the contract while being timed (a rejection reason and a message)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+class CandidateChecks:
+    """The verifier's checks, applied around the candidate while it is timed: process-wide
+    state it must leave alone (integrity.py), threads and processes it must not leave
+    running (hygiene.py), and what may run inside forward (guard.py). The state is taken
+    before the candidate is imported, after torch's own pools, modes and graph machinery
+    have started. Trusted "candidates" (the reference itself, for A/A measurements) run
+    unchecked."""
+
+    def __init__(self, torch, device, enabled: bool, policy: dict):
+        self.enabled = enabled
+        self.policy = policy
+        if not enabled:
+            return
+        from . import guard, hygiene, integrity
+
+        self.guard_module, self.hygiene = guard, hygiene
+        hygiene.warm_thread_pools(device.kind)
+        with torch.no_grad(), guard.ForwardGuard():
+            torch.empty(1, device=device.torch_device)
+        timing.warm_graph_machinery(torch, device)
+        self.integrity = integrity.Integrity()
+        self.threads = hygiene.os_threads()
+
+    def guarded(self, function: Callable) -> Callable:
+        """``function`` under the forward guard; a refused operation ends the session even
+        if the candidate caught the exception."""
+        if not self.enabled:
+            return function
+        guard_class = self.guard_module.ForwardGuard
+        extra = tuple(self.policy.get("extra_allowed_operations", ()))
+
+        def refused(guard) -> CandidateViolation | None:
+            violation = guard.first_violation()
+            if violation is None:
+                return None
+            shown = violation.get("called_as") or violation["operation"]
+            return CandidateViolation("forbidden_operation",
+                                      f"ModelNew.forward ran {shown} while being timed: {violation['why']}")
+
+        def call(*inputs):
+            guard = guard_class(extra_allowed=extra)
+            try:
+                with guard:
+                    outputs = function(*inputs)
+            except BaseException:
+                violation = refused(guard)
+                if violation is not None:
+                    raise violation from None
+                raise
+            violation = refused(guard)
+            if violation is not None:
+                raise violation
+            return outputs
+
+        return call
+
+    def violation(self) -> tuple[str, str] | None:
+        if not self.enabled:
+            return None
+        problems = self.integrity.violations()
+        if problems:
+            return "global_state_modified", (
+                "while being timed the candidate changed process-wide state: " + "; ".join(problems[:6])
+            )
+        started = {tid: name for tid, name in self.hygiene.os_threads().items() if tid not in self.threads}
+        if started:
+            names = ", ".join(f"'{name}'" for name in list(started.values())[:5])
+            return "work_outlived_call", f"the candidate left {len(started)} thread(s) running ({names})"
+        children = self.hygiene.child_processes()
+        if children:
+            return "work_outlived_call", f"the candidate left {len(children)} process(es) running"
+        return None
+
+
+def _candidate_function(request: dict, reference, torch, device, init_seed: int):
+    """The callable timed as "candidate": ModelNew normally; for A/A measurements the
+    reference model itself ("reference") or its torch.compile form ("compile")."""
+    kind = request.get("candidate_kind", "model_new")
+    reference_model = build_reference_model(torch, reference, init_seed, device)
+    if kind == "reference":
+        return reference_model
+    if kind == "compile":
+        settings = request.get("compile", {})
+        return torch.compile(reference_model, mode=_compile_mode(settings), backend=settings.get("backend", "inductor"))
+    if kind != "model_new":
+        raise ValueError(f"unknown candidate_kind {kind!r}")
+    for directory in (request.get("build_directory"), request.get("candidate_directory")):
+        if directory and directory not in sys.path:
+            sys.path.insert(0, directory)
+    candidate = load_module(os.path.join(request["candidate_directory"], "model_new.py"), "model_new")
+    torch.manual_seed(init_seed)
+    model = candidate.ModelNew(*reference.get_init_inputs())
+    model.load_state_dict(reference_model.state_dict())
+    del reference_model
+    return model.to(device.torch_device).eval()
+
+
+def _compile_mode(settings: dict):
+    mode = settings.get("mode", "default")
+    return None if mode in (None, "default") else mode
+
+
+def run_candidate_side(request: dict) -> dict:
+    """Answers the reference side until it says finish. Returns a short status."""
+    import torch
+
+    device = timing.make_device(torch, request.get("device", "cuda"), request.get("device_index", 0))
+    trusted_code = request.get("candidate_kind", "model_new") != "model_new"
+    checks = CandidateChecks(torch, device, enabled=not trusted_code, policy=request.get("policy", {}))
+    channel = Channel.open(request["session"], "candidate", request.get("connect_timeout_s", 60.0))
+    channel.send({"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
+    contender = None
+    handed_over = None
+    try:
+        while True:
+            message = channel.receive(request.get("idle_timeout_s", 600.0))
+            op = message.get("op")
+            if op == "finish":
+                return {"ok": True}
+            try:
+                if op == "prepare":
+                    fence = device.calibrate_fence()  # harness code only, before the candidate is imported
+                    sys.modules.pop("model", None)
+                    reference = load_module(request["reference_path"], "model")
+                    function = _candidate_function(request, reference, torch, device, int(message["init_seed"]))
+                    make_inputs = timing.InputFactory(reference.get_inputs, device)
+                    contender = timing.ContenderTimer("candidate", checks.guarded(function), device, make_inputs)
+                    seed = int(message["seed"])
+                    contender.warm_up(seed, min_seconds=float(message.get("warmup_s", 0.05)))
+                    per_call = contender.calibrate(seed, int(message.get("calibration_samples", 5)))
+                    size = contender.bytes_per_call(seed)
+                    reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size, "fence": fence}
+                elif op == "configure":
+                    try:
+                        contender.configure(message["regime"], int(message["calls"]), int(message["seed"]))
+                        reply = {"op": "configured"}
+                    except timing.CaptureFailed as error:
+                        reply = {"op": "capture_failed", "message": str(error)}
+                elif op == "sample":
+                    sample = contender.sample(int(message["seed"]))
+                    reply = {"op": "sample", **sample.to_json()}
+                elif op == "challenge":
+                    outputs = contender.last_outputs[int(message["call"])]
+                    payload = output_payload(
+                        outputs, int(message["sample_seed"]), int(message["max_elements"]), torch
+                    )
+                    if handed_over:  # the reference side has read it: only one file at a time
+                        with contextlib.suppress(OSError):
+                            os.unlink(handed_over)
+                    handed_over = message["path"]
+                    torch.save(payload, handed_over)
+                    reply = {"op": "handed_over"}
+                else:
+                    reply = {"op": "error", "reason": "harness_error", "message": f"unknown request {op!r}"}
+            except CandidateViolation as violation:
+                channel.send({"op": "error", "reason": violation.reason, "message": str(violation)})
+                return {"ok": False, "error": str(violation)}
+            except Exception as error:
+                reason = "load_error" if op == "prepare" else "crashed"
+                channel.send(
+                    {
+                        "op": "error",
+                        "reason": reason,
+                        "message": f"{type(error).__name__}: {error}",
+                        "traceback": traceback.format_exc()[-4000:],
+                    }
+                )
+                return {"ok": False, "error": str(error)}
+            problem = checks.violation()
+            if problem:
+                channel.send({"op": "error", "reason": problem[0], "message": problem[1]})
+                return {"ok": False, "error": problem[1]}
+            channel.send(reply)
+    finally:
+        channel.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The reference side
+
+
+class RemoteContender:
+    """The candidate side, seen from the reference side, with the ContenderTimer surface.
+    Its per-call times are recomputed here from the raw window, with this side's launch
+    leak, so that every contender gets the same correction."""
+
+    name = "candidate"
+
+    def __init__(self, channel: Channel, timeout_s: float, launch_leak_us: float):
+        self.channel = channel
+        self.timeout_s = timeout_s
+        self.launch_leak_us = launch_leak_us
+
+    def request(self, message: dict, expected: tuple[str, ...], timeout_s: float | None = None) -> dict:
+        try:
+            self.channel.send(message)
+        except EOFError:
+            raise SessionError("crashed", f"the candidate's timing process was gone before {message['op']!r}")
+        try:
+            reply = self.channel.receive(timeout_s or self.timeout_s)
+        except TimeoutError as error:
+            raise SessionError("timeout", f"the candidate's timing process did not answer {message['op']!r}: {error}")
+        except EOFError:
+            raise SessionError("crashed", f"the candidate's timing process exited during {message['op']!r}")
+        except ValueError as error:
+            raise SessionError("harness_error", f"the candidate's timing process sent garbage: {error}")
+        if reply.get("op") == "error":
+            reason = str(reply.get("reason", "crashed"))
+            details = {"traceback": reply.get("traceback", "")} if reply.get("traceback") else {}
+            raise SessionError(reason, str(reply.get("message", "the candidate side failed")), details)
+        if reply.get("op") not in expected:
+            raise SessionError("harness_error", f"unexpected reply {reply.get('op')!r} to {message['op']!r}")
+        return reply
+
+    def sample(self, seed: int) -> timing.Sample:
+        reply = self.request({"op": "sample", "seed": seed}, ("sample",))
+        try:
+            values = [float(reply[name]) for name in ("time_us", "raw_us", "escape_us")]
+            calls = int(reply["calls"])
+        except (KeyError, TypeError, ValueError):
+            raise SessionError("harness_error", "the candidate side's sample is malformed")
+        if not all(math.isfinite(value) and value >= 0 for value in values) or values[1] <= 0 or calls < 1:
+            raise SessionError("harness_error", f"the candidate side reported an impossible sample: {reply}")
+        raw_us, escape_us = values[1], values[2]
+        return timing.Sample(
+            time_us=timing.per_call_time(raw_us, escape_us, calls, self.launch_leak_us),
+            calls=calls,
+            raw_us=raw_us,
+            escape_us=escape_us,
+        )
+
+
+class ReferenceSession:
+    def __init__(self, request: dict):
+        import torch
+
+        self.torch = torch
+        self.request = request
+        self.started = time.monotonic()
+        self.rng = random.Random(int(request.get("seed", random.SystemRandom().getrandbits(63))))
+        self.budget = {**DEFAULT_BUDGET, **request.get("budget", {})}
+        self.check = {**DEFAULT_CHECK, **request.get("check", {})}
+        self.compile_settings = {"enabled": True, "mode": "default", "backend": "inductor", **request.get("compile", {})}
+        self.short_kernel_us = float(request.get("short_kernel_us", timing.DEFAULT_SHORT_KERNEL_US))
+        self.throttle_tolerance = float(request.get("throttle_tolerance", 0.25))
+        self.stale_tolerance = float(request.get("stale_tolerance", DEFAULT_STALE_TOLERANCE))
+        self.device = timing.make_device(torch, request.get("device", "cuda"), request.get("device_index", 0))
+        self.warnings: list[str] = list(getattr(self.device, "warnings", []))
+        self.init_seed = self.rng.getrandbits(31)
+        self.reference = load_module(request["reference_path"], "cuda_agent_reference")
+        self.model = build_reference_model(torch, self.reference, self.init_seed, self.device)
+        self.make_inputs = timing.InputFactory(self.reference.get_inputs, self.device)
+        self.eager = timing.ContenderTimer("eager", self.model, self.device, self.make_inputs)
+        self.compiled: timing.ContenderTimer | None = None
+        self.compile_seconds = None
+        self.clocks: list[float] = []
+        self.result: dict = {"ok": False, "protocol": PROTOCOL_VERSION}
+
+    # -- helpers ------------------------------------------------------------------------
+    def seed(self) -> int:
+        return self.rng.getrandbits(63)
+
+    def clock(self) -> float | None:
+        value = self.device.clock_mhz()
+        if value is not None:
+            self.clocks.append(value)
+        return value
+
+    def reference_clock(self) -> float | None:
+        return max(self.clocks) if self.clocks else None
+
+    def build_compile(self) -> timing.ContenderTimer:
+        if self.compiled is None:
+            caches = self.request.get("compile_cache_directory")
+            if caches:  # inductor and Triton read these when they first compile
+                os.makedirs(caches, exist_ok=True)
+                os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", os.path.join(caches, "inductor"))
+                os.environ.setdefault("TRITON_CACHE_DIR", os.path.join(caches, "triton"))
+            settings = self.compile_settings
+            started = time.monotonic()
+            function = self.torch.compile(self.model, mode=_compile_mode(settings), backend=settings["backend"])
+            self.compiled = timing.ContenderTimer("compile", function, self.device, self.make_inputs)
+            self.compiled.warm_up(self.seed(), min_seconds=self.budget["warmup_s"])
+            self.compile_seconds = time.monotonic() - started
+        return self.compiled
+
+    def calibrate_local(self, contender: timing.ContenderTimer) -> float:
+        value = contender.calibrate(self.seed(), int(self.budget["calibration_samples"]))
+        self.clock()
+        return value
+
+    def cache_key(self) -> dict:
+        torch = self.torch
+        sample_inputs = self.make_inputs(0)
+        torch.manual_seed(0)
+        init_inputs = list(self.reference.get_init_inputs())
+        return baseline_cache.make_key(
+            task_hash=self.request.get("task_hash") or task_hash_of(self.request["reference_path"]),
+            gpu=self.device.describe()["name"],
+            driver=baseline_cache.driver_version() if self.device.kind == "cuda" else "none",
+            torch=baseline_cache.software_versions(torch),
+            compile_mode=str(self.compile_settings["mode"]),
+            compile_backend=str(self.compile_settings["backend"]),
+            input_signature={
+                "inputs": baseline_cache.input_signature(sample_inputs, torch),
+                "init_inputs": baseline_cache.input_signature(init_inputs, torch),
+            },
+            protocol=f"timing v{PROTOCOL_VERSION} {self.device.kind}",
+        )
+
+    # -- phases -----------------------------------------------------------------------
+    def configure_all(self, contenders: dict, regime: str, calls: int) -> str:
+        """Configures every contender; a graph any of them refuses sends all to batching."""
+        seed = self.seed()
+        failures = []
+        for name, contender in contenders.items():
+            if isinstance(contender, RemoteContender):
+                reply = contender.request(
+                    {"op": "configure", "regime": regime, "calls": calls, "seed": seed}, ("configured", "capture_failed")
+                )
+                if reply["op"] == "capture_failed":
+                    failures.append(str(reply.get("message", name)))
+            else:
+                try:
+                    contender.configure(regime, calls, seed)
+                except timing.CaptureFailed as error:
+                    failures.append(str(error))
+        if failures and regime == timing.CUDA_GRAPH:
+            self.warnings.append("CUDA graph capture failed (" + "; ".join(failures) + "); every contender runs batched")
+            return self.configure_all(contenders, timing.BATCHED, calls)
+        if failures:
+            raise SessionError("harness_error", "; ".join(failures))
+        return regime
+
+    def run_rounds(self, contenders: dict, pairs: list[tuple[str, str]], budget_s: float, challenge: bool) -> tuple[list, str]:
+        """Interleaved rounds until the speedups of ``pairs`` are precise enough, the time
+        budget is spent, or the round limit is reached."""
+        rounds: list[dict] = []
+        started = time.monotonic()
+        target = math.log1p(float(self.budget["target_relative_error"]))
+        min_rounds, floor_rounds = int(self.budget["min_rounds"]), int(self.budget["floor_rounds"])
+        max_rounds = int(self.budget["max_rounds"])
+        names = list(contenders)
+        stop_reason = "max_rounds"
+        for index in range(max_rounds):
+            seed = self.seed()
+            order = names[:]
+            self.rng.shuffle(order)
+            samples = {}
+            for name in order:
+                sample = contenders[name].sample(seed)
+                entry = sample.to_json()
+                entry["clock_mhz"] = self.clock()
+                samples[name] = entry
+            reference_clock = self.reference_clock()
+            flagged = any(
+                timing.throttled(entry["clock_mhz"], reference_clock, self.throttle_tolerance) for entry in samples.values()
+            )
+            record = {"round": index, "order": order, "samples": samples, "throttled": flagged, "checked": False}
+            rounds.append(record)
+            if challenge and self.rng.random() < float(self.check["probability"]):
+                self.check_timed_outputs(contenders, record)
+            usable = [each for each in rounds if not each["throttled"]]
+            elapsed = time.monotonic() - started
+            if len(usable) >= min_rounds and self.precise(usable, pairs, target):
+                stop_reason = "target_reached"
+                break
+            if elapsed >= budget_s and len(usable) >= floor_rounds:
+                stop_reason = "time_budget"
+                break
+            if time.monotonic() > self.deadline():
+                stop_reason = "deadline"
+                break
+        if challenge and rounds and not rounds[-1]["checked"]:
+            self.check_timed_outputs(contenders, rounds[-1])
+        return rounds, stop_reason
+
+    def deadline(self) -> float:
+        return self.started + float(self.request.get("deadline_s", 900.0)) - 5.0
+
+    @staticmethod
+    def precise(rounds: list[dict], pairs: list[tuple[str, str]], target: float) -> bool:
+        for baseline, candidate in pairs:
+            precision = timing.ratio_precision(
+                [each["samples"][baseline]["time_us"] for each in rounds],
+                [each["samples"][candidate]["time_us"] for each in rounds],
+            )
+            if precision is None or precision > target:
+                return False
+        return True
+
+    def check_timed_outputs(self, contenders: dict, record: dict) -> None:
+        """Asks the candidate side for the outputs of one of its calls in this round and
+        compares them with eager's outputs for the same inputs."""
+        candidate = contenders["candidate"]
+        calls = len(self.eager.last_outputs)
+        call = self.rng.randrange(calls)
+        sample_seed = self.rng.getrandbits(62)
+        max_elements = int(self.check["max_elements"])
+        directory = self.request.get("output_directory") or self.request["session"]
+        path = os.path.join(directory, f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
+        candidate.request(
+            {"op": "challenge", "round": record["round"], "call": call, "path": path,
+             "sample_seed": sample_seed, "max_elements": max_elements},
+            ("handed_over",),
+        )
+        torch = self.torch
+        expected = output_payload(self.eager.last_outputs[call], sample_seed, max_elements, torch)
+        limit = 64 * 1024 * 1024 + 16 * max_elements * max(1, len(expected["values"]))
+        try:
+            got = load_payload(path, limit, torch)
+        except Exception as error:
+            raise SessionError("timed_output_mismatch", f"round {record['round']}: the timed outputs could not be read: {error}")
+        finally:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        problem = compare_payloads(expected, got, float(self.check["atol"]), float(self.check["rtol"]), torch)
+        record["checked"] = True
+        if problem:
+            raise SessionError(
+                "timed_output_mismatch",
+                f"outputs produced while timed (round {record['round']}, call {call}) are wrong: {problem}",
+                {"round": record["round"], "call": call},
+            )
+
+    def measure_baselines_alone(self, regime: str, calls: int, calibration: dict) -> dict:
+        """Eager and compile interleaved with no candidate process on the GPU: what the cache keeps."""
+        contenders = {"eager": self.eager, "compile": self.build_compile()}
+        used = self.configure_all(contenders, regime, calls)
+        rounds, stop = self.run_rounds(
+            contenders, [("eager", "compile")], float(self.budget["time_s"]), challenge=False
+        )
+        usable = [each for each in rounds if not each["throttled"]] or rounds
+        clocks = [each["samples"]["eager"]["clock_mhz"] for each in usable if each["samples"]["eager"]["clock_mhz"]]
+        return {
+            "regime": used,
+            "calls": calls,
+            "calibration_us": calibration,
+            "rounds": [
+                {"eager": each["samples"]["eager"]["time_us"], "compile": each["samples"]["compile"]["time_us"]}
+                for each in usable
+            ],
+            "clock_mhz": statistics.median(clocks) if clocks else None,
+            "stop_reason": stop,
+        }
+
+    def stale(self, measurement: dict, rounds: list[dict]) -> str | None:
+        """Why a cached measurement no longer describes this session, or None."""
+        live = [each["samples"]["eager"]["time_us"] for each in rounds if not each["throttled"]]
+        cached = [each["eager"] for each in measurement["rounds"]]
+        if not live or not cached:
+            return "no eager samples to compare"
+        drift = math.log(statistics.median(live) / statistics.median(cached))
+        if abs(drift) > math.log1p(self.stale_tolerance):
+            return f"eager takes {math.exp(drift):.3f}x its cached time"
+        live_clocks = [each["samples"]["eager"]["clock_mhz"] for each in rounds if each["samples"]["eager"].get("clock_mhz")]
+        if measurement.get("clock_mhz") and live_clocks:
+            clock_drift = statistics.median(live_clocks) / float(measurement["clock_mhz"])
+            if abs(math.log(clock_drift)) > math.log1p(self.stale_tolerance):
+                return f"the SM clock runs at {clock_drift:.3f}x the cached session's"
+        return None
+
+    # -- the whole session ----------------------------------------------------------------
+    def run(self) -> dict:
+        result = self.result
+        result["device"] = self.device.describe()
+        result["fence"] = self.device.calibrate_fence()
+        self.eager.warm_up(self.seed(), min_seconds=self.budget["warmup_s"])
+        for _ in range(3):
+            self.clock()
+        calibration = {"eager": self.calibrate_local(self.eager)}
+        compile_enabled = bool(self.compile_settings["enabled"])
+        cache = None
+        key = None
+        cache_status = {"status": "disabled"}
+        cache_directory = (self.request.get("baseline_cache") or {}).get("directory")
+        if compile_enabled and cache_directory:
+            cache = baseline_cache.BaselineCache(cache_directory)
+            key = self.cache_key()
+            cache_status = {"file": cache.path_for(key), "key": key}
+        cached_entry = None
+        if cache is not None:
+            cached_entry, status = cache.load(key)
+            cache_status["status"] = status if status in ("hit", "miss") else "corrupt"
+            if status.startswith("corrupt"):
+                self.warnings.append(f"baseline cache file unusable ({status}); measuring afresh")
+
+        # Baselines' own regime; on a miss, measure them alone before the candidate starts.
+        if compile_enabled:
+            cached_compile_us = None
+            if cached_entry:
+                calibrations = [m["calibration_us"].get("compile") for m in cached_entry["regimes"].values()]
+                cached_compile_us = next((value for value in calibrations if value), None)
+            if cached_compile_us is None:
+                calibration["compile"] = self.calibrate_local(self.build_compile())
+            else:
+                calibration["compile"] = float(cached_compile_us)
+            natural, _ = timing.choose_regime(calibration, self.device.supports_graphs, self.short_kernel_us)
+            if cache is not None and not (cached_entry and natural in cached_entry["regimes"]):
+                calls = self.calls_for(calibration, natural)
+                measurement = self.measure_baselines_alone(natural, calls, dict(calibration))
+                cache.store(key, measurement["regime"], measurement)
+                cached_entry, _ = cache.load(key)
+                cache_status["stored"] = [measurement["regime"]]
+
+        # The candidate side may now use the GPU.
+        try:
+            channel = Channel.open(self.request["session"], "reference",
+                                   float(self.request.get("connect_timeout_s", 120.0)),
+                                   self.request.get("candidate_gone_marker"))
+        except (TimeoutError, EOFError) as error:
+            result["rejection"] = {"reason": "crashed", "message": str(error), "details": {}}
+            return self.finish(calibration, cache_status)
+        try:
+            outcome = self.run_with_candidate(channel, calibration, cached_entry, cache_status)
+        except SessionError as error:
+            result["rejection"] = {"reason": error.reason, "message": str(error), "details": error.details}
+            with contextlib.suppress(OSError, EOFError):
+                channel.send({"op": "finish"})
+            channel.close()
+            return self.finish(calibration, cache_status)
+        # The candidate's process must let go of the GPU before the baselines run alone again.
+        try:
+            channel.receive(float(self.request.get("exit_timeout_s", 10.0)))
+            self.warnings.append("the candidate side kept talking after finish")
+        except EOFError:
+            pass
+        except (TimeoutError, ValueError, OSError) as error:
+            self.warnings.append(f"the candidate side did not exit cleanly: {error}")
+        channel.close()
+        regime, calls, live_compile = outcome["regime"], outcome["calls"], outcome["live_compile"]
+        if cache is not None and live_compile and (
+            cache_status.get("stale") or regime not in (cached_entry or {}).get("regimes", {})
+        ):
+            refreshed = self.measure_baselines_alone(regime, calls, dict(calibration))
+            cache.store(key, refreshed["regime"], refreshed)
+            cache_status.setdefault("stored", []).append(refreshed["regime"])
+        result["ok"] = True
+        return self.finish(calibration, cache_status)
+
+    def run_with_candidate(self, channel: Channel, calibration: dict, cached_entry: dict | None,
+                           cache_status: dict) -> dict:
+        """Prepares the candidate side, agrees on a regime, and runs the interleaved rounds."""
+        result = self.result
+        remote = RemoteContender(
+            channel, float(self.request.get("reply_timeout_s", 120.0)), self.device.launch_leak_us
+        )
+        try:
+            hello = channel.receive(30.0)
+        except (TimeoutError, EOFError, ValueError) as error:
+            raise SessionError("crashed", f"the candidate's timing process did not start: {error}")
+        if hello.get("op") != "hello":
+            raise SessionError("harness_error", "the candidate side did not introduce itself")
+        prepared = remote.request(
+            {"op": "prepare", "init_seed": self.init_seed, "seed": self.seed(),
+             "warmup_s": self.budget["warmup_s"], "calibration_samples": self.budget["calibration_samples"]},
+            ("prepared",), timeout_s=float(self.request.get("prepare_timeout_s", 600.0)),
+        )
+        result["candidate_fence"] = prepared.get("fence")
+        try:
+            calibration["candidate"] = float(prepared["per_call_us"])
+        except (KeyError, TypeError, ValueError):
+            raise SessionError("harness_error", "the candidate side's calibration is malformed")
+        compile_enabled = bool(self.compile_settings["enabled"])
+        regime, reason = timing.choose_regime(calibration, self.device.supports_graphs, self.short_kernel_us)
+        calls = self.calls_for(calibration, regime, int(prepared.get("bytes_per_call", 0) or 0))
+
+        # torch.compile is timed live whenever it was built in this session (cache miss),
+        # or when no cached measurement exists for the regime the comparison needs.
+        contenders: dict = {"candidate": remote, "eager": self.eager}
+        if compile_enabled and self.compiled is not None:
+            contenders["compile"] = self.compiled
+        regime = self.configure_all(contenders, regime, calls)
+        cached_regimes = cached_entry["regimes"] if cached_entry else {}
+        if compile_enabled and "compile" not in contenders and regime not in cached_regimes:
+            contenders["compile"] = self.build_compile()
+            regime = self.configure_all(contenders, regime, calls)
+        measurement = None if "compile" in contenders else cached_regimes.get(regime)
+        result.update({"regime": regime, "regime_reason": reason, "calls_per_sample": calls})
+
+        pairs = [("eager", "candidate")] + ([("compile", "candidate")] if "compile" in contenders else [])
+        budget_s = float(self.budget["time_s"])
+        rounds, stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+        if measurement is not None:
+            why = self.stale(measurement, rounds)
+            if why:
+                self.warnings.append(f"cached baselines are stale ({why}); torch.compile is timed live")
+                cache_status["stale"] = why
+                contenders["compile"] = self.build_compile()
+                regime = self.configure_all(contenders, regime, calls)
+                pairs.append(("compile", "candidate"))
+                more, stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+                for each in more:
+                    each["round"] += len(rounds)
+                rounds += more
+                measurement = None
+        # Further independent comparisons in the same processes (A/A measurements).
+        repetitions = [{"rounds": rounds, "stop_reason": stop}]
+        for _ in range(int(self.request.get("repetitions", 1)) - 1):
+            more, more_stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+            repetitions.append({"rounds": more, "stop_reason": more_stop})
+        with contextlib.suppress(EOFError):
+            channel.send({"op": "finish"})
+        if len(repetitions) > 1:
+            result["repetitions"] = repetitions
+        result.update(
+            {
+                "regime": regime,
+                "rounds": rounds,
+                "stop_reason": stop,
+                "compile_source": "none" if not compile_enabled else ("live" if "compile" in contenders else "cache"),
+                "cached_baselines": (
+                    {"regime": regime, "rounds": measurement["rounds"], "clock_mhz": measurement.get("clock_mhz"),
+                     "measured_at": measurement.get("measured_at")}
+                    if measurement is not None else None
+                ),
+            }
+        )
+        return {"regime": regime, "calls": calls, "live_compile": "compile" in contenders}
+
+    def calls_for(self, calibration: dict, regime: str, candidate_bytes: int = 0) -> int:
+        if regime == timing.PER_CALL:
+            return 1
+        size = max(self.eager.bytes_per_call(self.seed()), candidate_bytes)
+        return timing.choose_calls_per_sample(min(calibration.values()), size)
+
+    def finish(self, calibration: dict, cache_status: dict) -> dict:
+        result = self.result
+        result.update(
+            {
+                "calibration_us": calibration,
+                "reference_clock_mhz": self.reference_clock(),
+                "throttle_tolerance": self.throttle_tolerance,
+                "baseline_cache": cache_status,
+                "compile_seconds": self.compile_seconds,
+                "elapsed_s": time.monotonic() - self.started,
+                "warnings": self.warnings,
+            }
+        )
+        return result
+
+
+def run_reference_side(request: dict) -> dict:
+    try:
+        return ReferenceSession(request).run()
+    except SessionError as error:
+        return {"ok": False, "protocol": PROTOCOL_VERSION,
+                "rejection": {"reason": error.reason, "message": str(error), "details": error.details}}
+    except Exception as error:  # the harness's own failure, reported, never a crash
+        return {
+            "ok": False,
+            "protocol": PROTOCOL_VERSION,
+            "error": f"{type(error).__name__}: {error}",
+            "traceback": traceback.format_exc()[-4000:],
+        }
+
+
+def run_locally(request: dict, candidate_request: dict, fork: bool | None = None, fork_reference: bool = False) -> dict:
+    """Runs both sides on this machine. The candidate side runs in a child process: forked
+    when torch is already imported and CUDA not yet initialized here (as the harness's warm
+    workers do), else a fresh interpreter. The reference side runs in this process, or with
+    ``fork_reference`` in a forked child too, so that this process never initializes CUDA
+    and can run session after session. The candidate side is NOT sandboxed: for trusted
+    code, tests and benchmarks, or when this whole process already runs inside a sandbox."""
+    import shutil
+    import subprocess
+    import tempfile
+
+    owned = None
+    if not request.get("session"):
+        owned = tempfile.mkdtemp(prefix="cuda-agent-timing-")
+        request = {**request, "session": owned}
+    candidate_request = {**candidate_request, "session": request["session"]}
+    create_fifos(request["session"])
+    torch_module = sys.modules.get("torch")
+    cuda_ready = torch_module is not None and torch_module.cuda.is_initialized()
+    if fork is None:
+        fork = torch_module is not None and not cuda_ready
+    children: list[tuple[int, str]] = []
+    child = None
+    if fork:
+        children.append((_fork(lambda: run_candidate_side(candidate_request).get("ok")), "candidate"))
+    else:
+        harness_root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        environment = dict(os.environ)
+        environment["PYTHONPATH"] = os.pathsep.join(filter(None, [harness_root, environment.get("PYTHONPATH")]))
+        child = subprocess.Popen(
+            [sys.executable, "-m", "cuda_agent_harness.timing_session", "candidate", "--request", "-"],
+            stdin=subprocess.PIPE, env=environment,
+        )
+        child.stdin.write(json.dumps(candidate_request).encode())
+        child.stdin.close()
+    try:
+        if fork_reference:
+            descriptor, result_path = tempfile.mkstemp(prefix="cuda-agent-timing-result-", suffix=".json")
+            os.close(descriptor)
+
+            def reference_side():
+                outcome = run_reference_side(request)
+                with open(result_path, "w", encoding="utf-8") as handle:
+                    json.dump(outcome, handle)
+                return True
+
+            pid = _fork(reference_side)
+            _wait(pid, float(request.get("deadline_s", 900.0)) + 30.0)
+            try:
+                with open(result_path, encoding="utf-8") as handle:
+                    result = json.load(handle)
+            except ValueError:
+                result = {"ok": False, "protocol": PROTOCOL_VERSION, "error": "the reference side died without a result"}
+            finally:
+                os.unlink(result_path)
+        else:
+            result = run_reference_side(request)
+    finally:
+        grace = float(request.get("exit_timeout_s", 10.0))
+        for pid, _ in children:
+            _wait(pid, grace)
+        if child is not None:
+            try:
+                child.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                child.kill()
+                child.wait()
+        if owned:
+            shutil.rmtree(owned, ignore_errors=True)
+    return result
+
+
+def _fork(body: Callable[[], Any]) -> int:
+    """Runs ``body`` in a forked child that exits with 0 when it returns something true."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = 0 if body() else 1
+        except BaseException:
+            traceback.print_exc()
+        finally:
+            os._exit(code)
+    return pid
+
+
+def _wait(pid: int, timeout_s: float) -> None:
+    """Waits for a forked child, killing it after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        finished, _ = os.waitpid(pid, os.WNOHANG)
+        if finished:
+            return
+        if time.monotonic() > deadline:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            return
+        time.sleep(0.02)
+
+
+@handler("timing_reference")
+def timing_reference(args: dict, context) -> dict:
+    """The reference side of a timing session, in a child of the (trusted) reference
+    worker. Args: as ``run_reference_side``; the request's deadline bounds the session."""
+    request = dict(args)
+    request["deadline_s"] = min(float(request.get("deadline_s", 900.0)), context.seconds_left())
+    return run_reference_side(request)
+
+
+@handler("timing_candidate")
+def timing_candidate(args: dict, context) -> dict:
+    """The candidate side of a timing session, in a child of the (sandboxed) candidate worker."""
+    request = dict(args)
+    request.setdefault("device", context.device)
+    return run_candidate_side(request)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("side", choices=("reference", "candidate"))
+    parser.add_argument("--request", required=True, help="JSON request file ('-' for standard input)")
+    arguments = parser.parse_args(argv)
+    if arguments.request == "-":
+        request = json.load(sys.stdin)
+    else:
+        with open(arguments.request, encoding="utf-8") as handle:
+            request = json.load(handle)
+    if arguments.side == "reference":
+        result = run_reference_side(request)
+        if request.get("result_path"):
+            temporary = request["result_path"] + ".partial"
+            with open(temporary, "w", encoding="utf-8") as handle:
+                json.dump(result, handle)
+            os.replace(temporary, request["result_path"])
+        sys.stdout.write(RESULT_MARKER + json.dumps(result) + "\n")
+        sys.stdout.flush()
+        return 0 if result.get("ok") or result.get("rejection") else 1
+    status = run_candidate_side(request)
+    return 0 if status.get("ok") else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,458 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A warm worker: imports torch once (without initialising CUDA), then serves requests,
+each in a child forked for it.
+
+Protocol: JSON lines. The host writes requests into the ``--requests`` FIFO and reads
+replies from the ``--replies`` FIFO; both are opened once at start, after which the host
+removes them from the filesystem, so no process started later can reach them.
+
+Requests:
+  {"id": "...", "handler": "name", "args": {...}, "timeout_ms": 60000}
+  {"cancel": "<id>"}        ends the child of that request
+  {"shutdown": true}
+
+Replies:
+  {"event": "ready", "pid": ..., "torch": "2.x", "handlers": [...]}     once, at start
+  {"id": "...", "event": {...}}                                          while a child runs
+  {"id": "...", "done": true, "result": {...} | null, "error": {...} | null,
+   "exit_code": int | null, "signal": int | null, "timed_out": bool, "cancelled": bool,
+   "stragglers": int, "duration_ms": float, "output": "tail of stdout and stderr"}
+
+What a child reports (``result``, ``error``, events) is relayed as it was written; the
+fields describing how the child ended (exit status, deadline, processes it left behind)
+are the worker's own observations. A child never holds the worker's channel: it gets
+private pipes for its report and its output, and everything it leaves running is killed
+before the reply is sent (the worker is a child subreaper, so orphans come back to it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import math
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+
+from . import PROTOCOL_VERSION, hygiene, registry
+
+_PR_SET_PDEATHSIG = 1
+_PR_SET_DUMPABLE = 4
+_PR_SET_CHILD_SUBREAPER = 36
+
+#: Caps on what a child may send back; the rest is dropped.
+REPORT_LIMIT = 64 << 20
+OUTPUT_LIMIT = 64 << 10
+
+
+def _prctl(option: int, value: int) -> None:
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
+        raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
+
+
+def json_safe(value):
+    """The value with every non-finite float replaced by its name ("nan", "inf", "-inf"):
+    JSON has no spelling for them, and the host's parser refuses Python's."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, dict):
+        return {key: json_safe(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_safe(item) for item in value]
+    return value
+
+
+def encode(message: dict) -> bytes:
+    return (json.dumps(json_safe(message), allow_nan=False) + "\n").encode()
+
+
+def _write_all(fd: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        try:
+            written = os.write(fd, view)
+        except InterruptedError:
+            continue
+        view = view[written:]
+
+
+class LineReader:
+    """Splits what arrives on a descriptor into lines."""
+
+    def __init__(self, fd: int, limit: int):
+        self.fd = fd
+        self.limit = limit
+        self.buffer = bytearray()
+        self.total = 0
+        self.closed = False
+
+    def read_available(self) -> list[bytes]:
+        try:
+            chunk = os.read(self.fd, 1 << 16)
+        except BlockingIOError:
+            return []
+        except InterruptedError:
+            return []
+        if not chunk:
+            self.closed = True
+            rest = bytes(self.buffer)
+            self.buffer.clear()
+            return [rest] if rest.strip() else []
+        self.total += len(chunk)
+        if self.total <= self.limit:
+            self.buffer += chunk
+        lines = []
+        while True:
+            newline = self.buffer.find(b"\n")
+            if newline < 0:
+                break
+            lines.append(bytes(self.buffer[:newline]))
+            del self.buffer[: newline + 1]
+        return lines
+
+
+class TailBuffer:
+    """Keeps the head and the tail of a stream."""
+
+    def __init__(self, limit: int):
+        self.half = limit // 2
+        self.head = bytearray()
+        self.tail = bytearray()
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        room = self.half - len(self.head)
+        if room > 0:
+            self.head += chunk[:room]
+            chunk = chunk[room:]
+        if chunk:
+            self.tail += chunk
+            if len(self.tail) > self.half:
+                del self.tail[: len(self.tail) - self.half]
+
+    def text(self) -> str:
+        elided = self.total - len(self.head) - len(self.tail)
+        middle = f"\n[... {elided} bytes elided ...]\n".encode() if elided > 0 else b""
+        return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
+
+
+class RequestContext:
+    """What a handler gets besides its arguments."""
+
+    def __init__(self, request_id: str, report_fd: int, deadline: float, device: str, role: str):
+        self.request_id = request_id
+        self.deadline = deadline
+        self.device = device
+        self.role = role
+        self._report_fd = report_fd
+
+    def emit(self, event: dict) -> None:
+        """Sends an event to the host while the handler runs."""
+        _write_all(self._report_fd, encode({"event": event}))
+
+    def seconds_left(self) -> float:
+        return self.deadline - time.monotonic()
+
+
+def _reap_all() -> int:
+    reaped = 0
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return reaped
+        if pid == 0:
+            return reaped
+        reaped += 1
+
+
+def kill_leftovers(process_group: int) -> int:
+    """Kills whatever a finished child left running; returns how many processes that was."""
+    try:
+        os.killpg(process_group, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+    left = 0
+    for _ in range(200):
+        left += _reap_all()
+        alive = hygiene.child_processes()
+        if not alive:
+            break
+        for pid in alive:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.005)
+    return left + _reap_all()
+
+
+class Worker:
+    def __init__(self, role: str, device: str, requests_fd: int, replies_fd: int, scrub: list[str]):
+        self.role = role
+        self.device = device
+        self.requests = LineReader(requests_fd, REPORT_LIMIT)
+        self.replies_fd = replies_fd
+        self.pending: list[dict] = []
+        self.scrub = {path: set(_listdir(path)) for path in scrub}
+
+    def reply(self, message: dict) -> None:
+        _write_all(self.replies_fd, encode(message))
+
+    def next_request(self) -> dict | None:
+        while not self.pending:
+            if self.requests.closed:
+                return None
+            select.select([self.requests.fd], [], [])
+            for line in self.requests.read_available():
+                self._queue(line)
+        return self.pending.pop(0)
+
+    def _queue(self, line: bytes) -> None:
+        if not line.strip():
+            return
+        try:
+            message = json.loads(line)
+        except ValueError:
+            self.reply({"event": "protocol_error", "message": "a request is not valid JSON"})
+            return
+        if isinstance(message, dict):
+            self.pending.append(message)
+
+    def serve(self) -> None:
+        while True:
+            request = self.next_request()
+            if request is None or request.get("shutdown"):
+                return
+            if "cancel" in request:
+                continue  # nothing runs: the request it names is over already
+            self.run(request)
+
+    def run(self, request: dict) -> None:
+        request_id = str(request.get("id", ""))
+        name = request.get("handler", "")
+        function = registry.lookup(name)
+        if function is None:
+            self.reply({"id": request_id, "done": True, "result": None, "exit_code": None, "signal": None,
+                        "timed_out": False, "cancelled": False, "stragglers": 0, "duration_ms": 0.0, "output": "",
+                        "error": {"type": "UnknownHandler",
+                                  "message": f"no handler named {name!r}; known: {', '.join(registry.names())}"}})
+            return
+        timeout = max(0.001, float(request.get("timeout_ms", 600_000)) / 1000.0)
+        started = time.monotonic()
+        deadline = started + timeout
+        report_r, report_w = os.pipe()
+        output_r, output_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            self._child(function, request, request_id, deadline, report_r, report_w, output_r, output_w)
+        os.close(report_w)
+        os.close(output_w)
+        os.set_blocking(report_r, False)
+        os.set_blocking(output_r, False)
+        report = LineReader(report_r, REPORT_LIMIT)
+        output = TailBuffer(OUTPUT_LIMIT)
+        result = None
+        error = None
+        timed_out = cancelled = False
+        status = None
+        while True:
+            readable = [fd for fd, closed in ((report_r, report.closed), (output_r, output is None)) if not closed]
+            if status is not None and not readable:
+                break
+            watch = readable + [self.requests.fd] if not self.requests.closed else readable
+            wait = 0.05 if status is None else 0.2
+            ready, _, _ = select.select(watch, [], [], wait)
+            if report_r in ready:
+                for line in report.read_available():
+                    result, error = self._child_line(request_id, line, result, error)
+            if output_r in ready and output is not None:
+                try:
+                    chunk = os.read(output_r, 1 << 16)
+                except (BlockingIOError, InterruptedError):
+                    chunk = None
+                if chunk == b"":
+                    output_text = output.text()
+                    output_total = output.total
+                    output = None
+                elif chunk:
+                    output.add(chunk)
+            if self.requests.fd in ready:
+                for line in self.requests.read_available():
+                    self._queue(line)
+                for queued in list(self.pending):
+                    if queued.get("cancel") == request_id or queued.get("shutdown"):
+                        if queued.get("cancel") == request_id:
+                            self.pending.remove(queued)
+                        if status is None:
+                            cancelled = True
+                            _kill_group(pid)
+            if status is None:
+                finished, code = os.waitpid(pid, os.WNOHANG)
+                if finished:
+                    status = code
+                    stragglers = kill_leftovers(pid)
+                    drain_deadline = time.monotonic() + 2.0
+                elif time.monotonic() > deadline:
+                    timed_out = True
+                    _kill_group(pid)
+            elif time.monotonic() > drain_deadline:
+                break
+        if output is not None:
+            output_text, output_total = output.text(), output.total
+        os.close(report_r)
+        os.close(output_r)
+        self._scrub()
+        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        self.reply({"id": request_id, "done": True, "result": result, "error": error, "exit_code": exit_code,
+                    "signal": killed_by, "timed_out": timed_out, "cancelled": cancelled, "stragglers": stragglers,
+                    "duration_ms": (time.monotonic() - started) * 1000.0, "output": output_text,
+                    "output_bytes": output_total})
+
+    def _child_line(self, request_id, line, result, error):
+        try:
+            message = json.loads(line)
+        except ValueError:
+            return result, {"type": "MalformedReport", "message": "the child wrote a report line that is not JSON"}
+        if not isinstance(message, dict):
+            return result, error
+        if "event" in message:
+            self.reply({"id": request_id, "event": message["event"]})
+        elif "result" in message:
+            result = message["result"]
+        elif "error" in message:
+            error = message["error"]
+        return result, error
+
+    def _child(self, function, request, request_id, deadline, report_r, report_w, output_r, output_w):
+        code = 1
+        try:
+            os.setpgid(0, 0)
+            _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+            null = os.open(os.devnull, os.O_RDONLY)
+            os.dup2(null, 0)
+            os.dup2(output_w, 1)
+            os.dup2(output_w, 2)
+            for fd in (null, output_w, output_r, report_r, self.requests.fd, self.replies_fd):
+                os.close(fd)
+            sys.stdout = open(1, "w", buffering=1, closefd=False)
+            sys.stderr = open(2, "w", buffering=1, closefd=False)
+            context = RequestContext(request_id, report_w, deadline, self.device, self.role)
+            result = function(request.get("args") or {}, context)
+            _write_all(report_w, encode({"result": result}))
+            code = 0
+        except BaseException as exception:  # the child reports everything and always ends here
+            try:
+                message = {"error": {"type": type(exception).__name__, "message": str(exception),
+                                     "traceback": traceback.format_exc(limit=20)}}
+                _write_all(report_w, encode(message))
+            except BaseException:
+                pass
+        finally:
+            try:
+                sys.stdout.flush()
+                sys.stderr.flush()
+            except BaseException:
+                pass
+            os._exit(code)
+
+    def _scrub(self) -> None:
+        for path, initial in self.scrub.items():
+            for name in _listdir(path):
+                if name not in initial:
+                    _remove_tree(os.path.join(path, name))
+
+
+def _kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _listdir(path: str) -> list[str]:
+    try:
+        return os.listdir(path)
+    except OSError:
+        return []
+
+
+def _remove_tree(path: str) -> None:
+    try:
+        if os.path.isdir(path) and not os.path.islink(path):
+            for name in _listdir(path):
+                _remove_tree(os.path.join(path, name))
+            os.rmdir(path)
+        else:
+            os.unlink(path)
+    except OSError:
+        pass
+
+
+def _warm_up(device: str) -> str:
+    """Imports what handlers need, so that a forked child starts with it loaded. CUDA is
+    not initialised here: a forked child could not use it."""
+    import torch
+    import torch.nn  # noqa: F401
+    import torch.nn.functional  # noqa: F401
+    import torch.profiler  # noqa: F401
+    import torch.utils._python_dispatch  # noqa: F401
+
+    registry.load_handlers()
+    # The first use of torch's dispatch and function modes imports a large part of torch
+    # (torch._dynamo among others): do it once here rather than in every child.
+    from .guard import ForwardGuard
+
+    with torch.no_grad(), ForwardGuard():
+        torch.empty(1)
+    import torch.autograd.profiler_util  # noqa: F401
+    if device == "cuda" and torch.cuda.is_initialized():
+        raise RuntimeError("CUDA was initialised in the worker before forking; children could not use it")
+    return torch.__version__
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="cuda_agent_harness.worker")
+    parser.add_argument("--role", required=True)
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--requests", required=True)
+    parser.add_argument("--replies", required=True)
+    parser.add_argument("--scrub", action="append", default=[],
+                        help="a directory whose new entries are removed after every request")
+    options = parser.parse_args(argv)
+
+    # Children cannot attach to the worker, read its memory or open its descriptors through
+    # /proc (all need a dumpable target), and the processes they leave behind come back to it.
+    _prctl(_PR_SET_DUMPABLE, 0)
+    _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+    requests_fd = os.open(options.requests, os.O_RDONLY | os.O_CLOEXEC)
+    replies_fd = os.open(options.replies, os.O_WRONLY | os.O_CLOEXEC)
+    worker = Worker(options.role, options.device, requests_fd, replies_fd, options.scrub)
+    try:
+        version = _warm_up(options.device)
+    except BaseException as exception:
+        worker.reply({"event": "failed", "message": f"{type(exception).__name__}: {exception}",
+                      "traceback": traceback.format_exc(limit=20)})
+        return 1
+    worker.reply({"event": "ready", "pid": os.getpid(), "torch": version, "protocol": PROTOCOL_VERSION,
+                  "role": options.role, "device": options.device, "python": sys.version.split()[0],
+                  "handlers": registry.names()})
+    try:
+        worker.serve()
+    except BrokenPipeError:
+        return 0
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

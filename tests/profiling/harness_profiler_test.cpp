@@ -1,0 +1,255 @@
+// SPDX-License-Identifier: Apache-2.0
+// From a timing session's samples to statistics and verdicts, and whole sessions through
+// the Python harness on the CPU (the GPU runs the same code with CUDA events).
+#include "catch.hpp"
+
+#include <cuda_agent/harness_profiler.hpp>
+
+#include "test_support.hpp"
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace ca = cuda_agent;
+
+namespace {
+
+nlohmann::json sample(double time_us, double clock_mhz = 1980) {
+  return {{"time_us", time_us}, {"calls", 1}, {"raw_us", time_us}, {"escape_us", 0.0}, {"clock_mhz", clock_mhz}};
+}
+
+/// A session of `rounds` rounds in which eager takes `eager` µs, the candidate `candidate`
+/// and (if positive) compile `compile`, with a little deterministic jitter.
+nlohmann::json session(int rounds, double eager, double candidate, double compile) {
+  nlohmann::json result = {{"ok", true}, {"regime", "per_call"}, {"rounds", nlohmann::json::array()},
+                           {"compile_source", compile > 0 ? "live" : "cache"}};
+  for (int round = 0; round < rounds; ++round) {
+    const double jitter = 1 + 0.004 * ((round * 7) % 5 - 2);
+    nlohmann::json samples = {{"eager", sample(eager * jitter)}, {"candidate", sample(candidate * jitter)}};
+    if (compile > 0) samples["compile"] = sample(compile * jitter);
+    result["rounds"].push_back({{"round", round}, {"samples", samples}, {"throttled", false}, {"checked", round == rounds - 1}});
+  }
+  return result;
+}
+
+}  // namespace
+
+TEST_CASE("a session with live baselines gives paired speedups and verdicts", "[profiling]") {
+  const ca::ProfileResult result = ca::profile_result_from_session(session(20, 1000, 500, 800));
+  REQUIRE_FALSE(result.rejection);
+  CHECK(result.regime == ca::TimingRegime::per_call);
+  REQUIRE(result.timing("candidate"));
+  CHECK(result.timing("candidate")->samples == 20);
+  CHECK(result.timing("eager")->median_us == Approx(1000).epsilon(0.01));
+  REQUIRE(result.versus_eager);
+  CHECK(result.versus_eager->speedup == Approx(2.0).epsilon(0.01));
+  CHECK(result.versus_eager->verdict == ca::Verdict::faster);
+  REQUIRE(result.versus_compile);
+  CHECK(result.versus_compile->speedup == Approx(1.6).epsilon(0.01));
+  CHECK(result.versus_compile->verdict == ca::Verdict::faster);
+  CHECK(result.details["rechecked_rounds"] == 1);
+}
+
+TEST_CASE("cached baselines reach the compile speedup through eager", "[profiling]") {
+  nlohmann::json live = session(15, 1100, 1000, 0);  // the clock is 10% slower than when cached
+  nlohmann::json cached = {{"regime", "per_call"}, {"rounds", nlohmann::json::array()}, {"measured_at", "2026-11-30"}};
+  for (int round = 0; round < 15; ++round) cached["rounds"].push_back({{"eager", 1000.0 + round}, {"compile", 1050.0 + round}});
+  live["cached_baselines"] = cached;
+  const ca::ProfileResult result = ca::profile_result_from_session(live);
+  REQUIRE(result.versus_compile);
+  // compile/eager = 1.05 cached, eager/candidate = 1.1 live: 1.155x.
+  CHECK(result.versus_compile->speedup == Approx(1.155).epsilon(0.01));
+  CHECK(result.versus_compile->verdict == ca::Verdict::faster);
+  CHECK(result.versus_eager->speedup == Approx(1.1).epsilon(0.01));
+  CHECK(result.timing("compile"));
+  CHECK(result.details["compile_timing"]["source"] == "cache");
+}
+
+TEST_CASE("throttled rounds are left out while enough others remain", "[profiling]") {
+  nlohmann::json data = session(12, 1000, 1000, 1000);
+  for (int round : {1, 4, 7}) {
+    data["rounds"][round]["throttled"] = true;
+    data["rounds"][round]["samples"]["candidate"]["time_us"] = 400.0;  // would look 2.5x faster
+  }
+  const ca::ProfileResult result = ca::profile_result_from_session(data);
+  CHECK(result.details["throttled_rounds"] == 3);
+  CHECK(result.timing("candidate")->samples == 9);
+  CHECK(result.timing("candidate")->discarded == 3);
+  CHECK(result.versus_eager->verdict == ca::Verdict::same);
+
+  // When nearly every round was throttled they all stay, with a warning.
+  for (auto& round : data["rounds"]) round["throttled"] = true;
+  const ca::ProfileResult all_throttled = ca::profile_result_from_session(data);
+  CHECK(all_throttled.timing("candidate")->samples == 12);
+  CHECK(all_throttled.details["warnings"].dump().find("throttled") != std::string::npos);
+}
+
+TEST_CASE("rejections and harness failures of a session are reported as such", "[profiling]") {
+  const nlohmann::json rejected = {
+      {"ok", false},
+      {"rejection", {{"reason", "timed_output_mismatch"}, {"message", "round 3 differs"}, {"details", {{"round", 3}}}}}};
+  const ca::ProfileResult caught = ca::profile_result_from_session(rejected);
+  REQUIRE(caught.rejection);
+  CHECK(caught.rejection->reason == ca::RejectionReason::timed_output_mismatch);
+  CHECK(caught.rejection->details["round"] == 3);
+  CHECK_FALSE(caught.versus_eager);
+
+  const nlohmann::json broken = {{"ok", false}, {"error", "RuntimeError: no CUDA"}, {"traceback", "..."}};
+  const ca::ProfileResult failed = ca::profile_result_from_session(broken);
+  REQUIRE(failed.rejection);
+  CHECK(failed.rejection->reason == ca::RejectionReason::harness_error);
+  CHECK_THAT(failed.rejection->message, Catch::Matchers::Contains("no CUDA"));
+
+  // Too few rounds for an interval: no verdict rather than a guess.
+  const ca::ProfileResult sparse = ca::profile_result_from_session(session(1, 1000, 500, 800));
+  CHECK_FALSE(sparse.versus_eager);
+  CHECK_FALSE(sparse.versus_compile);
+}
+
+namespace {
+
+using ca::testing::fixture_task;
+using ca::testing::UnconfinedTestSandbox;
+
+ca::HarnessProfilerOptions cpu_options() {
+  ca::HarnessProfilerOptions options = ca::testing::quick_cpu_timing();
+  options.python = CUDA_AGENT_PYTHON;
+  options.harness_directory = std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "resources" / "harness";
+  options.time_compile = false;
+  options.check_probability = 1.0;
+  options.environment.set("OMP_NUM_THREADS", "1");
+  // The CPU fixtures compute with torch operators, which the forward guard refuses unless allowed.
+  options.extra_allowed_operations = {"mul", "add", "relu", "clamp_min"};
+  options.timeout = std::chrono::seconds(240);
+  options.seed = 99;
+  return options;
+}
+
+ca::Candidate fixture_candidate(const std::string& name, const std::filesystem::path& build) {
+  ca::Candidate candidate;
+  candidate.source_directory = ca::testing::timing_fixtures() / name;
+  candidate.build_directory = build;
+  return candidate;
+}
+
+}  // namespace
+
+TEST_CASE("a CPU session through the harness times, re-checks and judges", "[profiling][python]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  ca::HarnessProfiler profiler(cpu_options(), UnconfinedTestSandbox{});
+  const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("honest", build.path()));
+  INFO(nlohmann::json(result).dump(1).substr(0, 4000));
+  REQUIRE_FALSE(result.rejection);
+  REQUIRE(result.timing("candidate"));
+  REQUIRE(result.timing("eager"));
+  CHECK(result.timing("candidate")->samples >= 4);
+  REQUIRE(result.versus_eager);
+  CHECK(result.versus_eager->interval_low <= result.versus_eager->speedup);
+  CHECK_FALSE(result.versus_compile);  // compile timing was switched off
+  CHECK(result.details["rechecked_rounds"].get<int>() >= 1);
+  CHECK(result.details["candidate_side"]["sandbox"] == "unconfined test double");
+  // The session directory is gone with the session.
+  CHECK(std::filesystem::is_empty(build.path()));
+}
+
+TEST_CASE("the reference timed against itself is never FASTER or SLOWER", "[profiling][python]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  ca::HarnessProfilerOptions options = cpu_options();
+  options.candidate_kind = "reference";
+  options.budget.seconds = 1.0;
+  options.budget.max_rounds = 40;
+  ca::HarnessProfiler profiler(options, UnconfinedTestSandbox{});
+  const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("honest", build.path()));
+  REQUIRE_FALSE(result.rejection);
+  REQUIRE(result.versus_eager);
+  INFO("A/A speedup " << result.versus_eager->speedup << " [" << result.versus_eager->interval_low << ", "
+                      << result.versus_eager->interval_high << "]");
+  CHECK(result.versus_eager->verdict != ca::Verdict::faster);
+  CHECK(result.versus_eager->verdict != ca::Verdict::slower);
+}
+
+TEST_CASE("a candidate caught with wrong timed outputs is rejected through the profiler", "[profiling][python]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  ca::HarnessProfiler profiler(cpu_options(), UnconfinedTestSandbox{});
+  const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("phase_detector", build.path()));
+  REQUIRE(result.rejection);
+  CHECK(result.rejection->reason == ca::RejectionReason::timed_output_mismatch);
+  CHECK_FALSE(result.versus_eager);
+}
+
+TEST_CASE("a candidate side that cannot start ends the session early with a reason", "[profiling][python]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  ca::HarnessProfilerOptions options = cpu_options();
+  options.candidate_kind = "no_such_kind";
+  ca::HarnessProfiler profiler(options, UnconfinedTestSandbox{});
+  const auto started = std::chrono::steady_clock::now();
+  const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("honest", build.path()));
+  REQUIRE(result.rejection);
+  CHECK(result.rejection->reason == ca::RejectionReason::load_error);
+  CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("no_such_kind"));
+  CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(120));
+}
+
+namespace {
+
+/// Records what the profiler asks for and answers with a canned session.
+struct RecordingLauncher {
+  std::shared_ptr<std::vector<nlohmann::json>> requests = std::make_shared<std::vector<nlohmann::json>>();
+  nlohmann::json answer;
+  ca::TimingSessionOutcome launch(const ca::Task&, const ca::Candidate&, nlohmann::json reference,
+                                  nlohmann::json candidate, std::chrono::seconds) {
+    requests->push_back(std::move(reference));
+    requests->push_back(std::move(candidate));
+    ca::TimingSessionOutcome outcome;
+    outcome.reference_result = answer;
+    if (answer.is_null()) outcome.reference_failure = "exit code 1: Traceback ...";
+    outcome.candidate_side = {{"exit", "exit code 0"}};
+    return outcome;
+  }
+};
+static_assert(ca::TimingLauncher<RecordingLauncher>);
+
+}  // namespace
+
+TEST_CASE("the profiler tells each side what it needs, and nothing more", "[profiling]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  RecordingLauncher launcher;
+  launcher.answer = session(12, 1000, 800, 900);
+  auto requests = launcher.requests;
+  ca::HarnessProfilerOptions options;
+  options.baseline_cache_directory = "/var/cache/cuda-agent/baselines";
+  options.extra_allowed_operations = {"mm"};
+  options.seed = 7;
+  ca::HarnessProfiler profiler(options, std::move(launcher));
+  ca::Candidate candidate;
+  candidate.source_directory = "/work/candidate";
+  candidate.build_directory = build.path();
+  const ca::ProfileResult result = profiler.profile(ca::testing::fixture_task(), candidate);
+  REQUIRE(requests->size() == 2);
+  const nlohmann::json& reference = (*requests)[0];
+  const nlohmann::json& candidate_side = (*requests)[1];
+  CHECK(reference["task_hash"] == ca::testing::fixture_task().content_hash());
+  CHECK(reference["seed"] == 7);
+  CHECK(reference["baseline_cache"]["directory"] == "/var/cache/cuda-agent/baselines");
+  CHECK(reference["budget"]["min_rounds"] == 10);
+  // The candidate side learns neither the seed nor where the cache is; where things live
+  // is the launcher's business.
+  CHECK_FALSE(candidate_side.contains("seed"));
+  CHECK_FALSE(candidate_side.contains("baseline_cache"));
+  CHECK_FALSE(candidate_side.contains("session"));
+  CHECK(candidate_side["policy"]["extra_allowed_operations"] == nlohmann::json::array({"mm"}));
+  CHECK(candidate_side["candidate_kind"] == "model_new");
+  REQUIRE(result.versus_eager);
+  CHECK(result.versus_eager->speedup == Approx(1.25).epsilon(0.01));
+  CHECK(result.details["candidate_side"]["exit"] == "exit code 0");
+
+  RecordingLauncher failing;
+  ca::HarnessProfiler broken(options, std::move(failing));
+  const ca::ProfileResult failure = broken.profile(ca::testing::fixture_task(), candidate);
+  REQUIRE(failure.rejection);
+  CHECK(failure.rejection->reason == ca::RejectionReason::harness_error);
+  CHECK_THAT(failure.rejection->message, Catch::Matchers::Contains("Traceback"));
+}

@@ -1,0 +1,158 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Whole timing sessions on the CPU: the reference side in this process, the candidate
+side in a forked child talking over the session socket, as on a GPU machine."""
+
+import os
+import sys
+
+import pytest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "resources", "harness"))
+
+torch = pytest.importorskip("torch")
+from cuda_agent_harness import timing, timing_session  # noqa: E402
+
+torch.set_num_threads(1)
+FIXTURES = os.path.join(HERE, "timing_fixtures")
+# The CPU fixtures compute with these torch operators, which the forward guard lets through
+# only because the policy says so (real candidates call their extension instead).
+POLICY = {"extra_allowed_operations": ["mul", "add", "relu", "clamp_min"]}
+TASK = os.path.join(FIXTURES, "small_task.py")
+QUICK = {"time_s": 0.3, "min_rounds": 6, "floor_rounds": 4, "max_rounds": 12, "warmup_s": 0.0,
+         "calibration_samples": 3}
+
+
+def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_reference=False, **overrides):
+    request = {
+        "device": "cpu",
+        "reference_path": TASK,
+        "seed": 1234,
+        "compile": {"enabled": compile_enabled, "backend": "eager"},
+        "budget": QUICK,
+        "check": {"probability": 1.0, **(check or {})},
+        "short_kernel_us": 0.0,
+        "stale_tolerance": 100.0,  # this machine is too noisy to judge staleness
+        "exit_timeout_s": 3.0,
+        **overrides,
+    }
+    if cache:
+        request["baseline_cache"] = {"directory": str(cache)}
+    candidate_request = {"device": "cpu", "reference_path": TASK, "policy": POLICY}
+    if candidate in ("reference", "compile"):
+        candidate_request["candidate_kind"] = candidate
+        candidate_request["compile"] = {"backend": "eager"}
+    else:
+        candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
+    return timing_session.run_locally(request, candidate_request, fork=True, fork_reference=fork_reference)
+
+
+def assert_rejected(result, reason):
+    assert not result["ok"], result
+    assert result["rejection"]["reason"] == reason, result["rejection"]
+    return result["rejection"]["message"]
+
+
+def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_path):
+    result = session("honest", compile_enabled=True, cache=tmp_path)
+    assert result["ok"], result
+    assert result["regime"] == timing.PER_CALL and result["calls_per_sample"] == 1
+    rounds = result["rounds"]
+    assert QUICK["floor_rounds"] <= len(rounds) <= QUICK["max_rounds"]
+    orders = {tuple(each["order"]) for each in rounds}
+    assert len(orders) > 1, "the order of contenders is drawn per round"
+    for each in rounds:
+        assert set(each["samples"]) == {"candidate", "eager", "compile"}
+        assert all(sample["time_us"] > 0 for sample in each["samples"].values())
+        assert each["checked"], "every round is re-checked at probability 1"
+    assert result["compile_source"] == "live"
+    assert result["baseline_cache"]["status"] == "miss"
+    assert result["baseline_cache"]["stored"] == [timing.PER_CALL]
+    assert set(result["calibration_us"]) == {"eager", "compile", "candidate"}
+    assert result["stop_reason"] in ("target_reached", "time_budget", "max_rounds")
+
+    # The next evaluation of the same task takes the baselines from the cache: no compile.
+    again = session("honest", compile_enabled=True, cache=tmp_path)
+    assert again["ok"], again
+    assert again["baseline_cache"]["status"] == "hit"
+    assert again["compile_source"] == "cache"
+    assert again["compile_seconds"] is None
+    assert all(set(each["samples"]) == {"candidate", "eager"} for each in again["rounds"])
+    cached = again["cached_baselines"]
+    assert cached["regime"] == timing.PER_CALL and len(cached["rounds"]) >= QUICK["floor_rounds"]
+
+
+def test_stale_cached_baselines_send_compile_back_to_live_timing(tmp_path):
+    session("honest", compile_enabled=True, cache=tmp_path)
+    # Any difference counts as stale at a zero tolerance: compile is rebuilt and timed live.
+    result = session("honest", compile_enabled=True, cache=tmp_path, stale_tolerance=0.0)
+    assert result["ok"], result
+    assert result["baseline_cache"]["status"] == "hit"
+    assert "stale" in result["baseline_cache"]
+    assert result["compile_source"] == "live"
+    assert any("compile" in each["samples"] for each in result["rounds"])
+    assert result["baseline_cache"]["stored"] == [timing.PER_CALL]  # refreshed after the candidate left
+
+
+def test_a_short_contender_switches_all_contenders_to_batches():
+    result = session("honest", short_kernel_us=1e9, compile_enabled=True)
+    assert result["ok"], result
+    assert result["regime"] == timing.BATCHED  # no graphs on the CPU
+    assert "candidate" in result["regime_reason"] or "eager" in result["regime_reason"]
+    calls = result["calls_per_sample"]
+    assert calls >= 2
+    for each in result["rounds"]:
+        assert {sample["calls"] for sample in each["samples"].values()} == {calls}
+
+
+def test_a_candidate_that_changes_behaviour_once_timed_is_caught():
+    message = assert_rejected(session("phase_detector"), "timed_output_mismatch")
+    assert "differs" in message
+
+
+def test_a_candidate_that_leaves_a_thread_running_is_rejected():
+    assert_rejected(session("thread_starter"), "work_outlived_call")
+
+
+def test_a_candidate_that_replaces_the_timer_is_rejected():
+    message = assert_rejected(session("timer_patcher"), "global_state_modified")
+    assert "perf_counter_ns" in message
+
+
+def test_a_candidate_that_falls_back_to_torch_once_timed_is_rejected():
+    message = assert_rejected(session("torch_fallback"), "forbidden_operation")
+    assert "maximum" in message
+
+
+def test_a_candidate_that_cannot_be_imported_reports_why():
+    message = assert_rejected(session("broken_import"), "load_error")
+    assert "cuda_extension_that_does_not_exist" in message
+
+
+def test_a_candidate_that_fails_while_timed_is_reported_as_crashed():
+    message = assert_rejected(session("crashes_later"), "crashed")
+    assert "illegal memory access" in message
+
+
+def test_a_candidate_that_hangs_while_timed_times_out():
+    assert_rejected(session("hangs", reply_timeout_s=2.0), "timeout")
+
+
+def test_the_reference_itself_as_candidate_runs_in_the_candidate_process():
+    result = session("reference")
+    assert result["ok"], result
+    assert all(set(each["samples"]) == {"candidate", "eager"} for each in result["rounds"])
+
+
+def test_repeated_comparisons_run_in_the_same_processes_and_this_one_stays_clean():
+    sys.modules.pop("cuda_agent_reference", None)
+    result = session("reference", repetitions=3, fork_reference=True)
+    assert result["ok"], result
+    repetitions = result["repetitions"]
+    assert len(repetitions) == 3
+    assert repetitions[0]["rounds"] == result["rounds"]
+    for each in repetitions:
+        assert len(each["rounds"]) >= QUICK["floor_rounds"]
+        assert each["rounds"][-1]["checked"]
+    # Both sides ran in children: this process could still fork a CUDA-using child.
+    assert "cuda_agent_reference" not in sys.modules

@@ -1,0 +1,1 @@
+import cuda_extension_that_does_not_exist  # noqa: F401

@@ -1,0 +1,17 @@
+# Fails after a number of calls, as a kernel with an illegal address would.
+import torch
+import torch.nn as nn
+
+
+class ModelNew(nn.Module):
+    def __init__(self, scale):
+        super().__init__()
+        self.scale = scale
+        self.bias = nn.Parameter(torch.randn(256))
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        if self.calls > 8:
+            raise RuntimeError("an illegal memory access was encountered")
+        return torch.relu(x * self.scale + self.bias)

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: Apache-2.0
+#include "catch.hpp"
+
+#include "verify/verify_support.hpp"
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+
+namespace ca = cuda_agent;
+namespace fs = std::filesystem;
+using namespace std::chrono_literals;
+
+namespace {
+
+const char* const relu_with_extension = R"(import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.relu(x)
+)";
+
+/// The CPU verifier and a compiler, with one candidate directory per call.
+struct VerifierFixture {
+  ca::testing::ScratchDirectory scratch{"verifier"};
+  ca::HarnessVerifier verifier{ca::testing::harness_options("cpu")};
+  std::shared_ptr<ca::CompileDriver<ca::ProcessSandbox>> compiler = ca::testing::test_compiler("cpu", scratch.path());
+  int count = 0;
+
+  ca::Candidate build(const std::string& model_new) {
+    const fs::path root = scratch.path() / ("candidate-" + std::to_string(++count));
+    ca::testing::assemble_candidate(root / "source", model_new, "cpu");
+    ca::detail::make_open_directory(root / "build");
+    const ca::CompileResult compiled = compiler->build(root / "source", root / "build");
+    INFO(compiled.log);
+    REQUIRE(compiled.succeeded);
+    return {root / "source", root / "build"};
+  }
+};
+
+std::string with_forward(const std::string& body) {
+  std::string text = relu_with_extension;
+  const std::string old = "        return cuda_extension.relu(x)\n";
+  return text.replace(text.find(old), old.size(), body);
+}
+
+}  // namespace
+
+TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong ones with actionable messages",
+          "[python][verifier]") {
+  VerifierFixture fixture;
+  const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
+
+  const auto started = std::chrono::steady_clock::now();
+  const ca::VerificationResult correct = fixture.verifier.verify(relu, fixture.build(relu_with_extension));
+  INFO(nlohmann::json(correct).dump(2));
+  CHECK(correct.correct);
+  CHECK_FALSE(correct.rejection);
+  CHECK(correct.checks_total == 10);
+  CHECK(correct.checks_passed == 10);
+  const auto seeds = correct.details["seeds"].get<std::vector<std::uint32_t>>();
+  CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 5);
+  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
+  CHECK(correct.details["tolerance"]["default"]["atol"] == 1e-2);
+
+  {  // every verification draws new seeds
+    const ca::VerificationResult again = fixture.verifier.verify(relu, fixture.build(relu_with_extension));
+    CHECK(again.correct);
+    CHECK(again.details["seeds"] != correct.details["seeds"]);
+    // Warm workers: a second verification costs what its own work costs.
+    INFO("first " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
+                  << " ms, second " << again.duration.count() << " ms");
+    CHECK(again.duration < 60s);
+  }
+  {  // an off-by-one is reported at its index
+    const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return cuda_extension.relu_skip_last(x)\n")));
+    INFO(nlohmann::json(result).dump(2));
+    REQUIRE(result.rejection);
+    // The last element is whatever the allocator handed out: the poison (non-finite), or by
+    // chance a value that fits on one run but not the next (nondeterministic).
+    CHECK((result.rejection->reason == ca::RejectionReason::non_finite ||
+           result.rejection->reason == ca::RejectionReason::value_mismatch ||
+           result.rejection->reason == ca::RejectionReason::nondeterministic));
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("(15, 1023)"));
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("expected"));
+  }
+  {  // torch compute inside forward is refused by name
+    const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return x.clamp(min=0)\n")));
+    REQUIRE(result.rejection);
+    CHECK(result.rejection->reason == ca::RejectionReason::forbidden_operation);
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("Tensor.clamp"));
+  }
+  {  // the static checks name file, line and rule
+    const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return torch.relu(x)\n")));
+    REQUIRE(result.rejection);
+    CHECK(result.rejection->reason == ca::RejectionReason::forbidden_operation);
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("model_new.py line 12"));
+    CHECK(result.rejection->details["stage"] == "static_checks");
+  }
+  {  // a candidate that is not built is a load error
+    const ca::Candidate built = fixture.build(relu_with_extension);
+    const auto result = fixture.verifier.verify(relu, ca::Candidate{built.source_directory, fixture.scratch.path() / "none"});
+    REQUIRE(result.rejection);
+    CHECK(result.rejection->reason == ca::RejectionReason::load_error);
+  }
+}
+
+TEST_CASE("the reference worker cannot see candidates, and the candidate worker cannot change what it reads",
+          "[python][verifier]") {
+  VerifierFixture fixture;
+  fixture.verifier.start();
+  const fs::path work = fixture.verifier.options().work_directory;
+  const fs::path candidates = work / "candidates";
+  ca::testing::write_text(candidates / "probe" / "model_new.py", "secret");
+  auto probe = [](ca::HarnessWorker& worker, const fs::path& path) {
+    const ca::HarnessReply reply = worker.call("diagnose", {{"action", "probe"}, {"path", path.string()}}, 60s);
+    REQUIRE(reply.has_result());
+    return reply.result();
+  };
+  CHECK(probe(fixture.verifier.reference_worker(), candidates / "probe" / "model_new.py")["readable"] == false);
+  CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["readable"] == true);
+  CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["writable"] == false);
+  CHECK(probe(fixture.verifier.candidate_worker(), work / "harness" / "cuda_agent_harness" / "reference.py")["writable"] ==
+        false);
+  CHECK(probe(fixture.verifier.candidate_worker(), work / "references")["writable"] == false);
+  CHECK(probe(fixture.verifier.candidate_worker(), work / "sessions")["writable"] == false);
+  // No network inside: only a loopback.
+  const auto ping = fixture.verifier.candidate_worker().call("ping", nlohmann::json::object(), 60s);
+  CHECK(ping.has_result());
+}
+
+TEST_CASE("the null-model audit tells a sound task from a degenerate one", "[python][verifier]") {
+  ca::HarnessVerifier verifier{ca::testing::harness_options("cpu")};
+  const nlohmann::json sound = verifier.audit(ca::testing::adversarial_task("cpu", "relu"));
+  INFO(sound.dump(2));
+  CHECK(sound["degenerate"] == false);
+  CHECK(sound["null_models"]["passthrough"]["passes"] == false);
+
+  ca::Task identity;
+  identity.name = "identity_after_softmax";
+  // The mean over a softmax axis is a constant: any candidate returning 1/n passes.
+  identity.reference_source = R"(import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.softmax(x, dim=1).mean(dim=1) * 64
+
+def get_inputs():
+    return [torch.randn(8, 64)]
+
+def get_init_inputs():
+    return []
+)";
+  const nlohmann::json degenerate = verifier.audit(identity);
+  INFO(degenerate.dump(2));
+  CHECK(degenerate["degenerate"] == true);
+  CHECK(degenerate["passing"].size() >= 1);
+}
+
+TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports the verdict in its exit status",
+          "[python][verifier]") {
+  ca::testing::ScratchDirectory scratch("eval-command");
+  const fs::path program = fs::path(CUDA_AGENT_BINARY_DIR) / "examples" / "cuda-agent" / "cuda-agent";
+  if (!fs::exists(program)) CUDA_AGENT_SKIP("the cuda-agent program was not built (CUDA_AGENT_BUILD_EXAMPLES off)");
+  const fs::path task = ca::testing::adversarial_directory() / "tasks" / "cpu" / "relu.py";
+  auto run = [&](const std::string& model_new, const std::string& name) {
+    const fs::path candidate = ca::testing::assemble_candidate(scratch.path() / name, model_new, "cpu");
+    ca::ProcessSpec spec;
+    spec.argv = {program.string(), "eval", task.string(), candidate.string(), "--device", "cpu", "--json",
+                 (scratch.path() / (name + ".json")).string(), "--quiet", "--python", CUDA_AGENT_PYTHON,
+                 "--cache-dir", ca::testing::compile_cache_directory().string()};
+    spec.environment = ca::Environment::from_current({"PATH", "HOME", "TMPDIR"});
+    spec.timeout = std::chrono::minutes(15);
+    return ca::run_process(spec);
+  };
+  const ca::ProcessResult correct = run(relu_with_extension, "correct");
+  INFO(correct.standard_output.text << correct.standard_error.text);
+  CHECK(correct.exit_code == 0);
+  CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 10 of 10 checks"));
+  std::ifstream stream(scratch.path() / "correct.json");
+  const nlohmann::json document = nlohmann::json::parse(stream);
+  CHECK(document["evaluation"]["correct"] == true);
+  CHECK(document["evaluation"]["verification"]["checks_passed"] == 10);
+
+  const ca::ProcessResult wrong = run(with_forward("        return cuda_extension.zeros_like(x)\n"), "wrong");
+  INFO(wrong.standard_output.text << wrong.standard_error.text);
+  CHECK(wrong.exit_code == 1);
+  CHECK_THAT(wrong.standard_output.text, Catch::Matchers::Contains("REJECTED (value_mismatch)"));
+}
