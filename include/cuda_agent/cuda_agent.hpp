@@ -51,3 +51,8 @@
 #include "cuda_agent/agent_observer.hpp"
 #include "cuda_agent/agent_report.hpp"
 #include "cuda_agent/agent_loop.hpp"
+#include "cuda_agent/harness_worker.hpp"
+#include "cuda_agent/harness_verifier.hpp"
+#include "cuda_agent/verification_summary.hpp"
+#include "cuda_agent/trusted_evaluator.hpp"
+#include "cuda_agent/tools/verify_tool.hpp"

@@ -201,5 +201,24 @@ class TerminalProgress;
 // agent_loop.hpp
 struct AgentBudget;
 struct AgentOptions;
+// harness_worker.hpp
+class HarnessError;
+struct HarnessWorkerOptions;
+struct HarnessReply;
+class HarnessWorker;
+
+// harness_verifier.hpp
+struct Tolerance;
+struct TolerancePolicy;
+struct VerificationPolicy;
+struct HarnessOptions;
+class HarnessVerifier;
+
+// trusted_evaluator.hpp
+struct TrustedEvaluatorOptions;
+// TrustedEvaluator<V, S> is constrained by concepts: include trusted_evaluator.hpp.
+
+// tools/verify_tool.hpp
+struct VerifyToolOptions;
 
 }  // namespace cuda_agent

@@ -1,0 +1,166 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Outputs as raw bytes, and their comparison with the reference: what passes, what fails,
+and what the messages say."""
+
+import math
+import os
+
+import pytest
+import torch
+
+from cuda_agent_harness import compare, tensorio
+from cuda_agent_harness.compare import Failure
+
+
+def roundtrip(tmp_path, value):
+    layout = []
+    description = tensorio.describe(value, layout)
+    path = str(tmp_path / "slot")
+    tensorio.write_slot(path, layout)
+    tensorio.validate(description)
+    return description, path
+
+
+def test_tensors_survive_the_slot_bit_for_bit(tmp_path):
+    values = (torch.randn(3, 5), torch.arange(7, dtype=torch.int64), torch.randn(4, 4).t(),
+              torch.tensor([True, False]), torch.randn(2, dtype=torch.bfloat16), torch.tensor(3.5))
+    description, path = roundtrip(tmp_path, values)
+    assert description["kind"] == "sequence" and description["type"] == "tuple"
+    for item, value in zip(description["items"], values):
+        assert item["offset"] % tensorio.ALIGNMENT == 0
+        read = tensorio.read_tensor(path, item)
+        assert read.dtype == value.dtype and read.shape == value.shape
+        assert torch.equal(read, value)
+
+
+def test_subclasses_scalars_and_other_objects_are_described_not_read(tmp_path):
+    class Lazy(torch.Tensor):
+        pass
+
+    description, _ = roundtrip(tmp_path, [torch.ones(2).as_subclass(Lazy), 3, 2.5, None, "text"])
+    kinds = [(item["kind"], item["type"]) for item in description["items"]]
+    assert kinds[0][0] == "other" and kinds[0][1].endswith("Lazy")
+    assert kinds[1:4] == [("scalar", "int"), ("scalar", "float"), ("scalar", "NoneType")]
+    assert kinds[4] == ("other", "str")
+
+
+def test_per_instance_overrides_are_reported(tmp_path):
+    tensor = torch.zeros(2)
+    tensor.cpu = lambda: torch.ones(2)
+    description, _ = roundtrip(tmp_path, tensor)
+    assert description["overrides"] == ["cpu"]
+
+
+@pytest.mark.parametrize("broken", [
+    {"kind": "tensor", "type": "torch.Tensor", "dtype": "float32", "shape": [2, 2], "offset": 0, "nbytes": 12},
+    {"kind": "tensor", "type": "torch.Tensor", "dtype": "float32", "shape": [-1], "offset": 0, "nbytes": 0},
+    {"kind": "tensor", "type": "torch.Tensor", "dtype": "object", "shape": [1], "offset": 0, "nbytes": 8},
+    {"kind": "tensor", "type": "torch.Tensor", "dtype": "float32", "shape": [1], "offset": 3, "nbytes": 4},
+    {"kind": "sequence", "type": "tuple"},
+    {"kind": "scalar", "type": "complex", "value": 1},
+    {"kind": "mystery", "type": "x"},
+    "not an object",
+])
+def test_malformed_descriptions_are_refused(broken):
+    with pytest.raises(tensorio.DescriptionError):
+        tensorio.validate(broken)
+
+
+def test_deep_or_huge_descriptions_are_refused():
+    deep = {"kind": "scalar", "type": "int", "value": 0}
+    for _ in range(tensorio.MAX_DEPTH + 2):
+        deep = {"kind": "sequence", "type": "list", "items": [deep]}
+    with pytest.raises(tensorio.DescriptionError):
+        tensorio.validate(deep)
+    wide = {"kind": "sequence", "type": "list", "items": [{"kind": "scalar", "type": "int", "value": 0}] * (tensorio.MAX_LEAVES + 1)}
+    with pytest.raises(tensorio.DescriptionError):
+        tensorio.validate(wide)
+
+
+def test_a_truncated_slot_is_an_error_not_a_crash(tmp_path):
+    description, path = roundtrip(tmp_path, torch.randn(1024))
+    os.truncate(path, 100)
+    with pytest.raises(tensorio.DescriptionError):
+        tensorio.read_tensor(path, description)
+
+
+def describe(value):
+    return tensorio.describe(value, [])
+
+
+def test_structure_type_shape_dtype_and_device_are_checked_in_that_order():
+    expected = describe(torch.zeros(2, 3))
+    with pytest.raises(Failure) as failure:
+        compare.compare_structure(expected, describe((torch.zeros(2, 3),)))
+    assert failure.value.reason == "output_structure"
+    with pytest.raises(Failure) as failure:
+        compare.compare_structure(expected, describe(torch.zeros(3, 2)))
+    assert failure.value.reason == "shape_mismatch" and "(3, 2)" in failure.value.message
+    with pytest.raises(Failure) as failure:
+        compare.compare_structure(expected, describe(torch.zeros(2, 3, dtype=torch.float64)))
+    assert failure.value.reason == "dtype_mismatch"
+    fake_cuda = dict(describe(torch.zeros(2, 3)), device="cuda:0")
+    with pytest.raises(Failure) as failure:
+        compare.compare_structure(expected, fake_cuda)
+    assert failure.value.reason == "device_mismatch"
+    with pytest.raises(Failure) as failure:
+        compare.compare_structure(describe((torch.zeros(1), torch.zeros(1))), describe([torch.zeros(1), torch.zeros(1)]))
+    assert failure.value.reason == "output_type"
+    compare.compare_structure(expected, describe(torch.zeros(2, 3)))
+
+
+def test_the_first_mismatch_is_reported_with_index_expected_and_actual():
+    expected = torch.zeros(4, 5)
+    actual = expected.clone()
+    actual[2, 3] = 0.5
+    actual[3, 1] = 2.0
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, actual, {"atol": 1e-2, "rtol": 1e-2}, "the output")
+    assert failure.value.reason == "value_mismatch"
+    message = failure.value.message
+    assert "index (2, 3)" in message and "expected 0" in message and "got 0.5" in message
+    assert "2 of 20 elements" in message and "largest difference is 2 at index (3, 1)" in message
+    assert failure.value.details["index"] == [2, 3]
+
+
+def test_tolerance_is_absolute_plus_relative():
+    expected = torch.tensor([100.0, 0.0])
+    compare.compare_tensor(expected, torch.tensor([100.9, 0.009]), {"atol": 1e-2, "rtol": 1e-2}, "x")
+    with pytest.raises(Failure):
+        compare.compare_tensor(expected, torch.tensor([101.2, 0.0]), {"atol": 1e-2, "rtol": 1e-2}, "x")
+    with pytest.raises(Failure):
+        compare.compare_tensor(expected, torch.tensor([100.0, 0.009]), {"atol": 1e-4, "rtol": 1e-4}, "x")
+
+
+def test_non_finite_values_fail_only_where_the_reference_is_finite():
+    expected = torch.tensor([1.0, float("nan"), float("inf")])
+    compare.compare_tensor(expected, torch.tensor([1.0, float("nan"), float("inf")]), {"atol": 1e-2, "rtol": 1e-2}, "x")
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, torch.tensor([float("nan"), float("nan"), float("inf")]),
+                               {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.reason == "non_finite"
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, torch.tensor([1.0, 2.0, float("inf")]), {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.reason == "value_mismatch"
+
+
+def test_poisoned_memory_is_named_as_such():
+    expected = torch.zeros(8)
+    poisoned = torch.empty(8).view(torch.uint8).fill_(compare.POISON_BYTE).view(torch.float32)
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, poisoned, {"atol": 1e-2, "rtol": 1e-2}, "the output")
+    assert failure.value.reason == "non_finite" and "never written" in failure.value.message
+
+
+def test_integers_compare_exactly():
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(torch.tensor([1, 2, 3]), torch.tensor([1, 2, 4]), {"atol": 10.0, "rtol": 10.0}, "x")
+    assert "index (2)" in failure.value.message
+
+
+def test_tolerance_profiles():
+    assert compare.tolerance_for(compare.PAPER, torch.float32) == {"atol": 1e-2, "rtol": 1e-2}
+    assert compare.tolerance_for(compare.STRICT, torch.float32) == {"atol": 1e-4, "rtol": 1e-4}
+    assert compare.tolerance_for(compare.STRICT, torch.float16) == {"atol": 1e-2, "rtol": 1e-2}
+    assert compare.tolerance_for(compare.STRICT, torch.complex64) == {"atol": 1e-4, "rtol": 1e-4}
+    assert math.isclose(compare.tolerance_for({"default": {"atol": 3, "rtol": 4}}, torch.float64)["rtol"], 4)
