@@ -44,6 +44,12 @@
 #include "cuda_agent/compile_driver.hpp"
 #include "cuda_agent/tools/compile_tool.hpp"
 
+#include "cuda_agent/harness_worker.hpp"
+#include "cuda_agent/harness_verifier.hpp"
+#include "cuda_agent/verification_summary.hpp"
+#include "cuda_agent/trusted_evaluator.hpp"
+#include "cuda_agent/tools/verify_tool.hpp"
+
 #include "cuda_agent/tools/tools.hpp"
 
 #include "cuda_agent/context_window.hpp"
@@ -51,8 +57,3 @@
 #include "cuda_agent/agent_observer.hpp"
 #include "cuda_agent/agent_report.hpp"
 #include "cuda_agent/agent_loop.hpp"
-#include "cuda_agent/harness_worker.hpp"
-#include "cuda_agent/harness_verifier.hpp"
-#include "cuda_agent/verification_summary.hpp"
-#include "cuda_agent/trusted_evaluator.hpp"
-#include "cuda_agent/tools/verify_tool.hpp"
