@@ -8,14 +8,12 @@
 
 #include <algorithm>    // sort, any_of
 #include <filesystem>   // path, directory iteration, copy_file
-#include <fstream>      // ifstream
-#include <iterator>     // istreambuf_iterator
-#include <stdexcept>    // runtime_error
 #include <string>       // string
 #include <string_view>  // string_view
 #include <system_error> // error_code
 #include <vector>       // vector
 
+#include "cuda_agent/detail/files.hpp"  // read_file
 #include "cuda_agent/detail/sha256.hpp"
 
 namespace cuda_agent::detail {
@@ -43,12 +41,6 @@ inline constexpr std::string_view candidate_source_extensions[] = {".cu", ".cuh"
   }
   std::sort(files.begin(), files.end());
   return files;
-}
-
-[[nodiscard]] inline std::string read_file(const std::filesystem::path& path) {
-  std::ifstream stream(path, std::ios::binary);
-  if (!stream) throw std::runtime_error("cannot read " + path.string());
-  return {std::istreambuf_iterator<char>(stream), std::istreambuf_iterator<char>()};
 }
 
 /// SHA-256 over the candidate files' names and contents; empty when there are none.
