@@ -112,6 +112,7 @@ int demo_command(std::span<const std::string> arguments) {
       }
     }
     run.device = resolve_device(run.device, run.gpu);
+    run.python = python_for_harness(run.python);
   } catch (const std::exception& error) {
     std::cerr << "cuda-agent demo: " << error.what() << "\n\n(see cuda-agent demo --help)\n";
     return 2;

@@ -6,6 +6,7 @@
 #include <cuda_agent/optimize.hpp>
 
 #include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
 #include <filesystem>   // path
 #include <optional>     // optional
 #include <ostream>      // ostream
@@ -55,6 +56,17 @@ inline void print_episode_summary(const OptimizeResult& result, std::ostream& ou
   }
   out << "report     " << (episode.output_directory / "report.md").string() << " (and report.json)\n"
       << "trajectory " << episode.trajectory.string() << "\n";
+}
+
+/// The Python with torch: `--python`, else `$CUDA_AGENT_PYTHON`, else the interpreter this
+/// program was configured with (CMake's CUDA_AGENT_PYTHON), else python3.
+inline std::filesystem::path python_for_harness(const std::filesystem::path& given) {
+  if (!given.empty()) return given;
+  if (const char* environment = std::getenv("CUDA_AGENT_PYTHON"); environment && *environment) return environment;
+#ifdef CUDA_AGENT_CLI_DEFAULT_PYTHON
+  if (std::filesystem::exists(CUDA_AGENT_CLI_DEFAULT_PYTHON)) return CUDA_AGENT_CLI_DEFAULT_PYTHON;
+#endif
+  return "python3";
 }
 
 inline int parse_whole_number(const std::string& option, const std::string& text, long long low, long long high) {

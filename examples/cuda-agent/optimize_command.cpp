@@ -202,6 +202,7 @@ int optimize_command(std::span<const std::string> arguments) {
     return 2;
   }
   AnyLlmClient client = client_from_spec(options.llm);
+  options.run.python = python_for_harness(options.run.python);
   options.run.output_directory = options.out.empty() ? default_output(task) : options.out;
   TerminalProgress progress(std::cerr);
   if (!options.quiet) {

@@ -37,7 +37,7 @@ class Story:
     def message(self, message, **extra):
         self.events.append({"type": "message", "turn": self.turn, "message": message, **extra})
 
-    def say(self, text, calls, results):
+    def say(self, text, calls, results, scored=False):
         """One assistant turn: text, tool calls [(name, arguments)], expected results [(ok, text)]."""
         tool_calls = []
         for name, arguments in calls:
@@ -54,6 +54,10 @@ class Story:
             if not ok:
                 message["is_error"] = True
             self.message(message)
+        if scored:
+            # The loop tells the model what the trusted evaluation of a verified change scored.
+            self.message({"role": "user", "content": "(expected) [Trusted evaluation of your candidate as of turn "
+                          f"{self.turn}: ...]"})
 
     def lines(self):
         header = {"type": "header", "format": 1, "task": {"name": "level2/14_Gemm_Divide_Sum_Scaling"},
@@ -71,9 +75,12 @@ def story(device):
     s.message({"role": "system", "content": "(SKILL.md of the workspace)"})
     s.message({"role": "user", "content": "(the task: level2/14_Gemm_Divide_Sum_Scaling)"})
 
-    s.say("I will start by profiling the reference to see where its time goes.",
-          [("Profile", {"target": "reference"})],
-          [(True, "a table of the reference's top kernels: the GEMM takes nearly all of the time")])
+    s.say("I will start by profiling the reference to see where its time goes, and read the starter files.",
+          [("Profile", {"target": "reference"}), ("Read", {"file_path": "model_new.py"}),
+           ("Read", {"file_path": "kernels/binding.cpp"})],
+          [(True, "a table of the reference's top " + ("kernels" if cuda else "operators") +
+            ": the matrix multiplication takes most of the time"),
+           (True, "the starter model_new.py"), (True, "the starter binding.cpp")])
 
     files = ["kernels/binding.cpp", f"kernels/{source}", "model_new.py"] + ([] if cuda else ["kernels/gemm_sum.h"])
     s.say("The GEMM dominates, but the model only needs its row sums: sum_j (x W^T)_ij = x_i . (sum_j W_j). "
@@ -97,7 +104,7 @@ def story(device):
               [("Edit", {"file_path": "kernels/gemm_sum.cu", "old_string": "static_cast<float>(scaling_factor)",
                          "new_string": "static_cast<float>(scaling_factor / 2.0)"}),
                ("Verify", {})],
-              [(True, "edited"), (True, "CORRECT")])
+              [(True, "edited"), (True, "CORRECT")], scored=True)
         s.say("Correct. Now let me see what my kernels cost.",
               [("Compile", {}), ("Profile", {"target": "candidate"})],
               [(True, "build succeeded"),
@@ -109,7 +116,7 @@ def story(device):
                ("Write", {"file_path": "kernels/binding.cpp", "content": read(device, "final", "kernels/binding.cpp")}),
                ("Compile", {}), ("Verify", {}), ("Profile", {"target": "candidate"})],
               [(True, "wrote kernels/gemm_sum.cu"), (True, "wrote kernels/binding.cpp"), (True, "build succeeded"),
-               (True, "CORRECT"), (True, "faster than eager and torch.compile")])
+               (True, "CORRECT"), (True, "faster than eager and torch.compile")], scored=True)
     else:
         s.say("binding.cpp calls gemm_divide_sum_scale_kernel without including gemm_sum.h, which declares it.",
               [("Edit", {"file_path": "kernels/binding.cpp", "old_string": "#include <torch/extension.h>\n",
@@ -122,7 +129,7 @@ def story(device):
               [("Edit", {"file_path": "kernels/gemm_sum.cpp", "old_string": "static_cast<float>(scaling_factor);",
                          "new_string": "static_cast<float>(scaling_factor / 2.0);"}),
                ("Verify", {})],
-              [(True, "edited"), (True, "CORRECT")])
+              [(True, "edited"), (True, "CORRECT")], scored=True)
         s.say("Correct. Now let me see what my kernel costs.",
               [("Compile", {}), ("Profile", {"target": "candidate"})],
               [(True, "build succeeded"), (True, "a table of the candidate's operators")])
@@ -130,7 +137,7 @@ def story(device):
               "contiguous memory and lets the compiler vectorize the inner loop.",
               [("Write", {"file_path": "kernels/gemm_sum.cpp", "content": read(device, "final", "kernels/gemm_sum.cpp")}),
                ("Compile", {}), ("Verify", {})],
-              [(True, "wrote kernels/gemm_sum.cpp"), (True, "build succeeded"), (True, "CORRECT")])
+              [(True, "wrote kernels/gemm_sum.cpp"), (True, "build succeeded"), (True, "CORRECT")], scored=True)
 
     s.say("The kernel is correct and faster; I am done.",
           [("Finish", {"summary": "Fused the GEMM, division, sum and scaling into column sums of W and a dot "
