@@ -3,11 +3,8 @@
 // ToolCall, dispatched by the registry, answered with text (and an error flag) that goes
 // back to the model. The calls below are what a model might send while starting on a
 // task: look around, read the reference, create a kernel, fix it, search, try to cheat.
-#include <cuda_agent/tools/tools.hpp>
-#if __has_include(<cuda_agent/bubblewrap_sandbox.hpp>)
 #include <cuda_agent/bubblewrap_sandbox.hpp>
-#define CUDA_AGENT_EXAMPLE_HAS_SANDBOX 1
-#endif
+#include <cuda_agent/tools/tools.hpp>
 
 #include <filesystem>
 #include <fstream>
@@ -29,7 +26,6 @@ int main() {
                                            "    def forward(self, a, b):\n        return a + b\n";
 
   cuda_agent::ToolRegistry tools;
-#ifdef CUDA_AGENT_EXAMPLE_HAS_SANDBOX
   std::optional<cuda_agent::AnySandbox> sandbox;
   cuda_agent::SandboxOptions options;
   options.workspace = workspace;
@@ -41,7 +37,6 @@ int main() {
   } catch (const cuda_agent::SandboxError& error) {
     std::cout << "(no sandbox here, so no Bash: " << error.what() << ")\n";
   }
-#endif
   if (tools.size() == 0) {  // the file tools need no sandbox: they run in this process, confined by path
     tools.add(cuda_agent::GlobTool()).add(cuda_agent::GrepTool()).add(cuda_agent::ReadTool());
     tools.add(cuda_agent::EditTool()).add(cuda_agent::MultiEditTool()).add(cuda_agent::WriteTool());

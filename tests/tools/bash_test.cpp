@@ -1,15 +1,22 @@
 // SPDX-License-Identifier: Apache-2.0
 // The Bash tool: output, exit status, timeouts, truncation (also of gigabytes),
-// the persistent working directory, the environment, and sandbox failures.
+// the persistent working directory, the environment, and sandbox failures. The
+// behaviour tests run through both real sandboxes: ProcessSandbox (always) and
+// BubblewrapSandbox (skipped where bubblewrap cannot start).
 #include "catch.hpp"
 
+#include <cuda_agent/bubblewrap_sandbox.hpp>
+#include <cuda_agent/process_sandbox.hpp>
 #include <cuda_agent/tools/bash.hpp>
 
 #include <chrono>
+#include <csignal>
 #include <filesystem>
+#include <optional>
 #include <stop_token>
 #include <string>
 #include <thread>
+#include <type_traits>
 
 #include <sys/resource.h>
 
@@ -19,18 +26,50 @@ namespace ca = cuda_agent;
 using Catch::Matchers::Contains;
 using ca::testing::call;
 using nlohmann::json;
+// Short names: they become part of the test names.
+using ProcessSandbox = ca::ProcessSandbox;
+using BubblewrapSandbox = ca::BubblewrapSandbox;
 
 namespace {
 
+/// A workspace the sandbox user may write, a sandbox of kind S over it (when one can
+/// start here) and a Bash tool running in it.
+template <class S>
 struct BashFixture {
+  static constexpr bool confined = std::is_same_v<S, BubblewrapSandbox>;
   ca::testing::TempTree tree;
+  ca::SandboxOptions options = ca::testing::sandbox_options_for(tree);
   ca::ToolContext context{tree.workspace()};
-  ca::testing::LocalProcessSandbox sandbox;
-  ca::BashTool<ca::testing::LocalProcessSandbox> bash;
-  explicit BashFixture(ca::BashOptions options = {}) : bash(sandbox, std::move(options)) {}
-  ca::ToolResult shell(const std::string& command) { return call(bash, context, json{{"command", command}}); }
-  ca::ToolResult run(json arguments) { return call(bash, context, arguments); }
+  std::optional<S> sandbox;
+  std::optional<ca::BashTool<S>> bash;
+  std::string unavailable;
+
+  explicit BashFixture(ca::BashOptions bash_options = {}) {
+    try {
+      sandbox.emplace(options);
+      if constexpr (confined) sandbox->check();
+      bash.emplace(*sandbox, std::move(bash_options));
+    } catch (const ca::SandboxError& error) {
+      unavailable = error.what();
+    }
+  }
+  [[nodiscard]] std::string sandbox_name() const { return confined ? "bubblewrap" : "process"; }
+  ca::ToolResult shell(const std::string& command) { return call(*bash, context, json{{"command", command}}); }
+  ca::ToolResult run(json arguments) { return call(*bash, context, arguments); }
 };
+
+}  // namespace
+
+/// Leaves the test as skipped where bubblewrap cannot start; ProcessSandbox must always work.
+#define REQUIRE_SANDBOX(f)                                                               \
+  do {                                                                                   \
+    if (!(f).bash) {                                                                     \
+      if (!(f).confined) FAIL("ProcessSandbox could not be set up: " << (f).unavailable); \
+      CUDA_AGENT_SKIP("bubblewrap cannot run here: " + (f).unavailable);                 \
+    }                                                                                    \
+  } while (false)
+
+namespace {
 
 long max_rss_kib() {
   rusage usage{};
@@ -40,13 +79,15 @@ long max_rss_kib() {
 
 }  // namespace
 
-TEST_CASE("Bash returns the command's output and exit status", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash returns the command's output and exit status", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult hello = f.shell("echo hello");
   CHECK_FALSE(hello.is_error);
   CHECK(hello.content == "hello");
   CHECK(hello.metadata["exit_code"] == 0);
-  CHECK(hello.metadata["sandbox"] == "local-process");
+  CHECK(hello.metadata["sandbox"] == f.sandbox_name());
+  CHECK(hello.metadata["confined"] == f.confined);
 
   const ca::ToolResult failing = f.shell("echo partial; exit 3");
   CHECK(failing.is_error);
@@ -57,8 +98,9 @@ TEST_CASE("Bash returns the command's output and exit status", "[tools][bash]") 
   CHECK(interleaved.content == "out\nerr\nout2");
 }
 
-TEST_CASE("Bash says so when a command prints nothing", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash says so when a command prints nothing", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult quiet = f.shell("true");
   CHECK_FALSE(quiet.is_error);
   CHECK(quiet.content == "(The command completed successfully and produced no output.)");
@@ -67,15 +109,17 @@ TEST_CASE("Bash says so when a command prints nothing", "[tools][bash]") {
   CHECK(quiet_failure.content == "(The command produced no output.)\n\nExit code 1");
 }
 
-TEST_CASE("Bash reports syntax errors as failures", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash reports syntax errors as failures", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult broken = f.shell("if then fi (");
   CHECK(broken.is_error);
   CHECK_THAT(broken.content, Contains("syntax error") && Contains("Exit code 2"));
 }
 
-TEST_CASE("Bash stops commands at their timeout and says so", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash stops commands at their timeout and says so", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const auto started = std::chrono::steady_clock::now();
   const ca::ToolResult slow = f.run({{"command", "echo started; sleep 30"}, {"timeout", 500}});
   CHECK(std::chrono::steady_clock::now() - started < std::chrono::seconds(10));
@@ -115,13 +159,15 @@ TEST_CASE("Bash passes the default and the requested timeout to the sandbox", "[
   CHECK(sandbox.commands.size() == 2);
 }
 
-TEST_CASE("Bash disables pagers and progress bars through the environment", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash disables pagers and progress bars through the environment", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   CHECK(f.shell("echo $PAGER $GIT_PAGER $TQDM_DISABLE $PIP_PROGRESS_BAR").content == "cat cat 1 off");
 }
 
-TEST_CASE("Bash cuts long output in the middle and states how much", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash cuts long output in the middle and states how much", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult result = f.shell("seq 1 100000");
   CHECK_FALSE(result.is_error);
   CHECK(result.content.size() < 31'000);
@@ -133,8 +179,9 @@ TEST_CASE("Bash cuts long output in the middle and states how much", "[tools][ba
   CHECK(result.metadata["omitted_bytes"].get<std::uint64_t>() > 550'000);
 }
 
-TEST_CASE("Bash output stays capped for gigabytes of output, without growing memory", "[tools][bash][slow]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash output stays capped for gigabytes of output, without growing memory", "[tools][bash][slow]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const long before = max_rss_kib();
   const auto started = std::chrono::steady_clock::now();
   const ca::ToolResult zeros = f.run({{"command", "head -c 3G /dev/zero"}, {"timeout", 300000}});
@@ -152,16 +199,19 @@ TEST_CASE("Bash output stays capped for gigabytes of output, without growing mem
   CHECK(grown_kib < 64 * 1024);
 }
 
-TEST_CASE("Bash strips terminal control sequences and repairs invalid UTF-8", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash strips terminal control sequences and repairs invalid UTF-8", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   CHECK(f.shell("printf '\\033[31mred\\033[0m\\n'").content == "red");
   CHECK(f.shell("printf '10%%\\r100%%\\n'").content == "100%");
   CHECK(f.shell("printf 'bad \\377 byte'").content == "bad \xEF\xBF\xBD byte");
 }
 
-TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   std::filesystem::create_directories(f.tree.workspace() / "kernels/sub");
+  ca::hand_over_to_sandbox(f.tree.workspace(), f.options);
   CHECK(f.shell("pwd").content == f.tree.workspace().string());
   CHECK(f.shell("cd kernels").content == "(The command completed successfully and produced no output.)");
   CHECK(f.context.working_directory() == f.tree.workspace() / "kernels");
@@ -183,18 +233,19 @@ TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]") {
 
 TEST_CASE("Bash accepts a workspace given as a relative path", "[tools][bash]") {
   ca::testing::TempTree tree;
+  ca::ProcessSandbox sandbox(ca::testing::sandbox_options_for(tree));
   const std::filesystem::path previous = std::filesystem::current_path();
   std::filesystem::current_path(tree.base());
   ca::ToolContext context("ws");
-  ca::testing::LocalProcessSandbox sandbox;
   ca::BashTool bash(sandbox);
   const ca::ToolResult result = call(bash, context, R"({"command": "pwd"})");
   std::filesystem::current_path(previous);
   CHECK(result.content == tree.workspace().string());
 }
 
-TEST_CASE("Bash resets a working directory outside the workspace, or one that vanished", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash resets a working directory outside the workspace, or one that vanished", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult outside = f.shell("cd / && echo moved");
   CHECK_FALSE(outside.is_error);
   CHECK(outside.content == "moved\n\nShell cwd was reset to " + f.tree.workspace().string() +
@@ -210,8 +261,9 @@ TEST_CASE("Bash resets a working directory outside the workspace, or one that va
   CHECK(f.context.working_directory() == f.tree.workspace());
 }
 
-TEST_CASE("Bash stops a command when the episode is cancelled", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash stops a command when the episode is cancelled", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   std::stop_source stop;
   f.context.set_cancellation(stop.get_token());
   std::jthread canceller([&] {
@@ -225,11 +277,20 @@ TEST_CASE("Bash stops a command when the episode is cancelled", "[tools][bash]")
   CHECK_THAT(result.content, Contains("Command was cancelled."));
 }
 
-TEST_CASE("Bash reports a command killed by a signal", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash reports a command killed by a signal", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   const ca::ToolResult killed = f.shell("kill -KILL $$");
   CHECK(killed.is_error);
-  CHECK_THAT(killed.content, Contains("Command was killed by SIGKILL."));
+  if (f.confined)  // bubblewrap reports its shell's death as exit status 128 + 9
+    CHECK_THAT(killed.content, Contains("Exit code 137 (128 + SIGKILL: the command, or the last one it ran, was "
+                                        "killed by that signal)"));
+  else
+    CHECK_THAT(killed.content, Contains("Command was killed by SIGKILL."));
+  // A program the shell ran that crashed: the shell's own report, and the signal named.
+  const ca::ToolResult crashed = f.shell("bash -c 'kill -TERM $$'");
+  CHECK(crashed.is_error);
+  CHECK_THAT(crashed.content, Contains("Exit code 143 (128 + SIGTERM"));
 }
 
 TEST_CASE("Bash turns sandbox failures into error results", "[tools][bash]") {
@@ -242,14 +303,35 @@ TEST_CASE("Bash turns sandbox failures into error results", "[tools][bash]") {
   CHECK(result.is_error);
   CHECK(result.content == "Error: The sandbox could not run the command: bubblewrap is not installed");
 
+  sandbox.fail_as_process = true;
+  sandbox.fail_with = "cannot execute '/bin/bash'";  // ProcessError adds the reason
+  CHECK(call(bash, context, R"({"command": "ls"})").content ==
+        "Error: The command could not be started: cannot execute '/bin/bash': No such file or directory");
+
   sandbox.fail_with.reset();
   sandbox.answer.exit_code = 1;
   sandbox.answer.limits_hit = {ca::LimitKind::memory};
   CHECK_THAT(call(bash, context, R"({"command": "ls"})").content, Contains("Exit code 1 (it exceeded the memory limit)"));
+  sandbox.answer.limits_hit = {ca::LimitKind::wall_time, ca::LimitKind::cpu_time, ca::LimitKind::file_size,
+                               ca::LimitKind::open_files, ca::LimitKind::processes};
+  CHECK_THAT(call(bash, context, R"({"command": "ls"})").content,
+             Contains("Exit code 1 (it exceeded the CPU time limit, it exceeded the file size limit, it exceeded the "
+                      "open files limit, it exceeded the process limit)"));
+  sandbox.answer.exit_code = 137;
+  sandbox.answer.limits_hit = {ca::LimitKind::memory};
+  CHECK_THAT(call(bash, context, R"({"command": "ls"})").content,
+             Contains("Exit code 137 (128 + SIGKILL: the command, or the last one it ran, was killed by that signal; "
+                      "it exceeded the memory limit)"));
+  sandbox.answer.exit_code.reset();
+  sandbox.answer.signal = SIGXCPU;
+  sandbox.answer.limits_hit = {ca::LimitKind::cpu_time};
+  CHECK_THAT(call(bash, context, R"({"command": "ls"})").content,
+             Contains("Command was killed by SIGXCPU (it exceeded the CPU time limit)."));
 }
 
-TEST_CASE("Bash validates its arguments", "[tools][bash]") {
-  BashFixture f;
+TEMPLATE_TEST_CASE("Bash validates its arguments", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+  BashFixture<TestType> f;
+  REQUIRE_SANDBOX(f);
   CHECK_THAT(f.run(json::object()).content, Contains("The required parameter `command` is missing."));
   CHECK_THAT(f.run(json{{"command", "ls"}, {"timeout", "100"}}).content,
              Contains("The parameter `timeout` must be an integer, but a string was provided (\"100\")"));

@@ -2,10 +2,8 @@
 // The standard tools on a workspace served by BubblewrapSandbox: Bash runs confined as
 // the sandbox user, the working directory persists, and files the file tools write
 // (as root on the host) stay writable for commands in the sandbox, and the other way
-// round.
+// round. (Bash itself is tested through both sandboxes in bash_test.cpp.)
 #include "catch.hpp"
-
-#if __has_include(<cuda_agent/bubblewrap_sandbox.hpp>)
 
 #include <cuda_agent/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox_options.hpp>
@@ -33,13 +31,8 @@ struct ConfinedWorkspace {
   ConfinedWorkspace() {
     tree.write("model.py", "class Model: pass\n");
     tree.write("kernels/add.cu", "// add\n");
-    std::filesystem::permissions(tree.base(), std::filesystem::perms(0755));
-    ca::SandboxOptions options;
-    options.workspace = tree.workspace();
-    options.protected_paths = {"model.py"};
     try {
-      ca::hand_over_to_sandbox(tree.workspace(), options);
-      sandbox.emplace(options);
+      sandbox.emplace(ca::testing::sandbox_options_for(tree, {"model.py"}));
       sandbox->check();
     } catch (const ca::SandboxError& error) {
       unavailable = error.what();
@@ -113,24 +106,3 @@ TEST_CASE("files written by the tools stay writable in the sandbox, and the othe
   CHECK_THAT(invoke(tools, context, "Write", {{"file_path", "model.py"}, {"content", "x"}}).content,
              Contains("is protected"));
 }
-
-TEST_CASE("Bash output through bubblewrap stays capped for a gigabyte of output", "[tools][bubblewrap][slow]") {
-  ConfinedWorkspace w;
-  if (!w.sandbox) CUDA_AGENT_SKIP("bubblewrap cannot run here: " + w.unavailable);
-  ca::BashTool bash(*w.sandbox);
-  ca::ToolContext context(w.tree.workspace());
-  const ca::ToolResult result =
-      bash.invoke({{"command", "yes xxxxxxxxxxxxxxx | head -c 1G"}, {"timeout", 300000}}, context);
-  CHECK_FALSE(result.is_error);
-  CHECK(result.metadata["output_bytes"] == 1ull << 30);
-  CHECK(result.content.size() < 31'000);
-  CHECK_THAT(result.content, Contains("bytes omitted from the middle of 1.0 GB of output"));
-}
-
-#else
-
-TEST_CASE("tools through BubblewrapSandbox", "[tools][bubblewrap]") {
-  CUDA_AGENT_SKIP("cuda_agent/bubblewrap_sandbox.hpp is not in this tree yet");
-}
-
-#endif

@@ -8,12 +8,15 @@
 #include <cuda_agent/tools/tools.hpp>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tools/tool_test_support.hpp"
@@ -289,4 +292,45 @@ TEST_CASE("a directory swapped for a link to outside during tool calls never let
     CHECK(f.tree.read_file(f.tree.outside() / "f.txt") == "SECRET-F\n");
     CHECK(f.tree.read_file(f.tree.outside() / "secret.txt") == "TOP-SECRET-CONTENT\n");
   }
+}
+
+TEST_CASE("every way a path can fail is explained in words", "[tools][confinement]") {
+  using ca::detail::describe_path_error;
+  const std::string path = "/ws/k.cu";
+  CHECK(describe_path_error(ENOENT, path) == "/ws/k.cu does not exist.");
+  CHECK(describe_path_error(ENOTDIR, path) == "/ws/k.cu: a component of the path is not a directory.");
+  CHECK_THAT(describe_path_error(EXDEV, path), Contains("/ws/k.cu leads outside the workspace (through '..' or a "
+                                                        "symbolic link)"));
+  CHECK(describe_path_error(ELOOP, path) ==
+        "/ws/k.cu goes through too many symbolic links, or is a symbolic link where a file was expected.");
+  CHECK_THAT(describe_path_error(ENAMETOOLONG, path), Contains("is too long: each file name is limited to 255 bytes"));
+  CHECK(describe_path_error(EACCES, path) == "Permission denied: /ws/k.cu.");
+  CHECK(describe_path_error(EPERM, path) == "Permission denied: /ws/k.cu.");
+  CHECK(describe_path_error(EISDIR, path) == "/ws/k.cu is a directory.");
+  CHECK(describe_path_error(ENOSPC, path) == "No space left on the device while writing /ws/k.cu.");
+  CHECK(describe_path_error(EDQUOT, path) == "The disk quota was exceeded while writing /ws/k.cu.");
+  CHECK(describe_path_error(EFBIG, path) == "/ws/k.cu would exceed the maximum file size.");
+  CHECK(describe_path_error(EROFS, path) == "/ws/k.cu is on a read-only file system.");
+  CHECK(describe_path_error(EIO, path) == "/ws/k.cu: " + std::string(std::strerror(EIO)) + ".");
+
+  struct stat device {};
+  REQUIRE(::stat("/dev/null", &device) == 0);
+  CHECK(ca::detail::WorkspaceFiles::file_kind(device) == "character device");
+}
+
+TEST_CASE("a workspace protected as a whole refuses every write", "[tools][confinement]") {
+  ca::testing::TempTree tree;
+  tree.write("k.cu", "int a;\n");
+  ca::ToolContext context(tree.workspace(), {"."});
+  ca::ReadTool read;
+  ca::WriteTool write;
+  REQUIRE_FALSE(call(read, context, R"({"file_path": "k.cu"})").is_error);
+  const ca::ToolResult refused = call(write, context, R"({"file_path": "k.cu", "content": "int b;\n"})");
+  CHECK(refused.is_error);
+  CHECK_THAT(refused.content, Contains(tree.path("k.cu") + " is protected (the whole workspace is read-only): it is "
+                                       "read-only for this task."));
+  CHECK_THAT(call(write, context, R"({"file_path": "new.cu", "content": "x"})").content,
+             Contains("(the whole workspace is read-only)"));
+  CHECK(tree.read("k.cu") == "int a;\n");
+  CHECK_FALSE(tree.exists("new.cu"));
 }

@@ -2,10 +2,13 @@
 // The Edit tool: exact replacement, every failure message, creation, and the snippet.
 #include "catch.hpp"
 
+#include <cuda_agent/detail/confined_fs.hpp>
 #include <cuda_agent/tools/edit.hpp>
 #include <cuda_agent/tools/read.hpp>
 
 #include <string>
+
+#include <fcntl.h>  // open
 
 #include "tools/tool_test_support.hpp"
 
@@ -167,4 +170,24 @@ TEST_CASE("Edit validates its arguments", "[tools][edit]") {
   CHECK_THAT(f.run({{"file_path", "model_new.py"}, {"old_str", "a"}, {"new_string", "b"}}).content,
              Contains("An unexpected parameter `old_str` was provided.") &&
                  Contains("The required parameter `old_string` is missing."));
+}
+
+TEST_CASE("Edit refuses files larger than it handles, and files that grow while read", "[tools][edit]") {
+  EditFixture f;
+  ca::EditOptions options;
+  options.max_file_bytes = 100;
+  ca::EditTool small(options);
+  f.tree.write("big.py", std::string(200, '#') + "\n");
+  f.read_file("big.py");
+  const ca::ToolResult refused =
+      call(small, f.context, json{{"file_path", "big.py"}, {"old_string", "#"}, {"new_string", "x"}, {"replace_all", true}});
+  CHECK(refused.is_error);
+  CHECK(refused.content == "Error: " + f.tree.path("big.py") + " is 201 bytes, more than the 100 bytes this tool handles.");
+  CHECK(f.tree.read("big.py") == std::string(200, '#') + "\n");
+
+  // A file whose size says nothing of its content (like those in /proc) is still capped.
+  const ca::detail::UniqueFd status(::open("/proc/self/status", O_RDONLY | O_CLOEXEC));
+  REQUIRE(status);
+  CHECK_THROWS_WITH(ca::detail::read_all(status.get(), 16, "/proc/self/status"),
+                    "/proc/self/status grew past the 16 bytes this tool handles while it was read.");
 }

@@ -4,6 +4,7 @@
 
 #include <cuda_agent/tools/glob.hpp>
 
+#include <chrono>
 #include <filesystem>
 #include <string>
 
@@ -97,4 +98,25 @@ TEST_CASE("Glob refuses paths that are not directories, and validates its argume
   CHECK_THAT(f.run({{"path", "kernels"}}).content, Contains("The required parameter `pattern` is missing."));
   CHECK_THAT(f.run({{"pattern", "*"}, {"recursive", true}}).content,
              Contains("An unexpected parameter `recursive` was provided. Valid parameters: path, pattern."));
+}
+
+TEST_CASE("Glob refuses a pattern that names nothing, and says when it stopped early", "[tools][glob]") {
+  GlobFixture f;
+  const ca::ToolResult empty = f.run({{"pattern", "./"}});
+  CHECK(empty.is_error);
+  CHECK_THAT(empty.content, Contains("The pattern is empty; use \"*\" to match every file of a directory."));
+
+  ca::GlobOptions options;
+  options.max_entries = 2;
+  GlobFixture few(options);
+  const ca::ToolResult stopped = few.run({{"pattern", "**/*"}});
+  CHECK_FALSE(stopped.is_error);
+  CHECK(stopped.metadata["truncated"] == true);
+  CHECK_THAT(stopped.content, Contains("(The search stopped early (more than 2 entries); results may be incomplete. "
+                                       "Search a narrower path.)"));
+
+  options = {};
+  options.time_budget = std::chrono::milliseconds(-1);
+  GlobFixture late(options);
+  CHECK_THAT(late.run({{"pattern", "**/*"}}).content, Contains("(The search stopped early (out of time)"));
 }

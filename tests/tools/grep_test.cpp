@@ -5,8 +5,12 @@
 
 #include <cuda_agent/tools/grep.hpp>
 
+#include <chrono>
 #include <filesystem>
+#include <stop_token>
 #include <string>
+
+#include <sys/stat.h>  // mkfifo
 
 #include "tools/tool_test_support.hpp"
 
@@ -198,4 +202,31 @@ TEST_CASE("Grep explains invalid patterns and validates its arguments", "[tools]
              Contains("The parameter `head_limit` must be an integer, but a string was provided"));
   CHECK_THAT(f.run({{"pattern", "x"}, {"-r", true}}).content, Contains("An unexpected parameter `-r` was provided."));
   CHECK_THAT(f.run(json::object()).content, Contains("The required parameter `pattern` is missing."));
+}
+
+TEST_CASE("Grep refuses special files and says when it stopped early", "[tools][grep]") {
+  GrepFixture f;
+  REQUIRE(::mkfifo(f.tree.path("pipe").c_str(), 0644) == 0);
+  const ca::ToolResult fifo = f.run({{"pattern", "x"}, {"path", "pipe"}});  // must not block
+  CHECK(fifo.is_error);
+  CHECK(fifo.content == "Error: " + f.tree.path("pipe") + " is not a regular file or a directory.");
+
+  ca::GrepOptions options;
+  options.max_entries = 2;
+  GrepFixture few(options);
+  const ca::ToolResult stopped = few.run({{"pattern", "."}});
+  CHECK(stopped.metadata["truncated"] == true);
+  CHECK_THAT(stopped.content, Contains("[The search stopped early (more than 2 entries); results are incomplete. "
+                                       "Narrow path, glob or type.]"));
+
+  options = {};
+  options.time_budget = std::chrono::milliseconds(-1);
+  GrepFixture late(options);
+  CHECK_THAT(late.run({{"pattern", "."}}).content, Contains("[The search stopped early (out of time"));
+
+  GrepFixture cancelled;
+  std::stop_source stop;
+  stop.request_stop();
+  cancelled.context.set_cancellation(stop.get_token());
+  CHECK_THAT(cancelled.run({{"pattern", "."}}).content, Contains("[The search stopped early (cancelled)"));
 }

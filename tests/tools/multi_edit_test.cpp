@@ -84,6 +84,15 @@ TEST_CASE("MultiEdit creates a file from an empty first old_string", "[tools][mu
   CHECK(f.tree.read("kernels/gen.py") == "template\nvalue = 42\n");
   f.read_file("k.cu");
   CHECK_THAT(f.run(json::array({edit("", "x")})).content, Contains("Edit 1 of 1 failed: Cannot create new file - file already exists"));
+
+  // An existing empty file is filled the same way, and the summary says so.
+  f.tree.write("empty.py", "");
+  f.read_file("empty.py");
+  const ca::ToolResult filled = f.run(json::array({edit("", "value = X\n"), edit("X", "7")}), "empty.py");
+  CHECK_FALSE(filled.is_error);
+  CHECK_THAT(filled.content, Contains("Applied 2 edits to " + f.tree.path("empty.py") + ":\n1. Created the file with "
+                                      "\"value = X"));
+  CHECK(f.tree.read("empty.py") == "value = 7\n");
 }
 
 TEST_CASE("MultiEdit follows the read-before-write rule and protected paths", "[tools][multi_edit]") {

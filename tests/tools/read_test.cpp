@@ -184,3 +184,18 @@ TEST_CASE("Read validates its arguments", "[tools][read]") {
   CHECK_THAT(call(read, context, R"({"file_path": ""})").content, Contains("`file_path` must not be empty"));
   CHECK(call(read, context, "{}").metadata["invalid_arguments"] == true);
 }
+
+TEST_CASE("Read says the file continues where counting its lines would cost too much", "[tools][read]") {
+  ca::testing::TempTree tree;
+  std::string text;
+  for (int i = 1; i <= 200'000; ++i) text += "line " + std::to_string(i) + "\n";  // more than one buffer
+  tree.write("f.txt", text);
+  ca::ToolContext context(tree.workspace());
+  ca::ReadOptions options;
+  options.max_counted_bytes = 16;
+  ca::ReadTool read(options);
+  const ca::ToolResult page = call(read, context, R"({"file_path": "f.txt", "limit": 3})");
+  CHECK_FALSE(page.is_error);
+  CHECK_THAT(page.content, Contains("[Showing lines 1-3 (the file continues). Call Read with offset=4 to continue.]"));
+  CHECK_FALSE(page.metadata.contains("total_lines"));
+}

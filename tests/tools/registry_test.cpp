@@ -3,6 +3,8 @@
 // dispatch that answers every mistake with a tool error.
 #include "catch.hpp"
 
+#include <cuda_agent/bubblewrap_sandbox.hpp>
+#include <cuda_agent/process_sandbox.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <regex>
@@ -14,12 +16,12 @@ namespace ca = cuda_agent;
 using Catch::Matchers::Contains;
 
 static_assert(ca::Tool<ca::BashTool<ca::AnySandbox>>);
-static_assert(ca::Tool<ca::BashTool<ca::testing::LocalProcessSandbox>>);
+static_assert(ca::Tool<ca::BashTool<ca::ProcessSandbox>> && ca::Tool<ca::BashTool<ca::BubblewrapSandbox>>);
 static_assert(ca::Tool<ca::ReadTool> && ca::Tool<ca::WriteTool> && ca::Tool<ca::EditTool> &&
               ca::Tool<ca::MultiEditTool> && ca::Tool<ca::GrepTool> && ca::Tool<ca::GlobTool>);
 
 TEST_CASE("the standard registry offers the seven tools in a fixed order", "[tools][registry]") {
-  ca::testing::LocalProcessSandbox sandbox;
+  ca::testing::RecordingSandbox sandbox;
   const ca::ToolRegistry registry = ca::standard_tools(sandbox);
   const std::vector<ca::ToolSpec> specs = registry.specs();
   std::vector<std::string> names;
@@ -32,7 +34,7 @@ TEST_CASE("the standard registry offers the seven tools in a fixed order", "[too
 }
 
 TEST_CASE("every tool spec is well formed for OpenAI and Anthropic", "[tools][registry]") {
-  ca::testing::LocalProcessSandbox sandbox;
+  ca::testing::RecordingSandbox sandbox;
   const std::regex valid_name("^[a-zA-Z0-9_-]{1,64}$");
   for (const ca::ToolSpec& spec : ca::standard_tools(sandbox).specs()) {
     INFO(spec.name);
@@ -54,7 +56,7 @@ TEST_CASE("every tool spec is well formed for OpenAI and Anthropic", "[tools][re
 TEST_CASE("the registry dispatches to the tools and answers mistakes with errors", "[tools][registry]") {
   ca::testing::TempTree tree;
   tree.write("a.txt", "alpha\n");
-  ca::AnySandbox sandbox = ca::testing::LocalProcessSandbox{};
+  ca::AnySandbox sandbox = ca::ProcessSandbox(ca::testing::sandbox_options_for(tree));
   ca::ToolRegistry registry = ca::standard_tools(sandbox);
   ca::ToolContext context(tree.workspace());
 
@@ -84,7 +86,7 @@ TEST_CASE("one registry serves successive episodes with their own contexts", "[t
   ca::testing::TempTree second;
   first.write("x.txt", "first\n");
   second.write("x.txt", "second\n");
-  ca::testing::LocalProcessSandbox sandbox;
+  ca::testing::RecordingSandbox sandbox;
   ca::ToolRegistry registry = ca::standard_tools(sandbox);
   ca::ToolContext one(first.workspace());
   ca::ToolContext two(second.workspace());

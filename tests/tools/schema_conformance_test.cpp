@@ -79,7 +79,7 @@ TEST_CASE("tool schemas pass draft 2020-12 and OpenAI's request schema, and vali
   const std::filesystem::path python = python_with_jsonschema();
   if (python.empty()) CUDA_AGENT_SKIP("no Python with jsonschema (set CUDA_AGENT_PYTHON or install python3-jsonschema)");
 
-  ca::testing::LocalProcessSandbox sandbox;
+  ca::testing::RecordingSandbox sandbox;
   const ca::ToolRegistry registry = ca::standard_tools(sandbox);
   json data = {{"tools", json::array()}, {"samples", json::array()}};
   for (const ca::ToolSpec& spec : registry.specs())

@@ -2,10 +2,9 @@
 #pragma once
 
 // Shared by the tool tests: a temporary workspace with a sibling "outside" directory, a
-// minimal Sandbox on run_process, a sandbox that records commands, and call helpers.
+// sandbox over it, a sandbox that records commands, and call helpers.
 
 #include <algorithm>     // sort
-#include <chrono>        // milliseconds
 #include <cstdlib>       // mkdtemp
 #include <filesystem>    // path, remove_all
 #include <fstream>       // ifstream, ofstream
@@ -24,6 +23,7 @@
 
 #include <cuda_agent/process.hpp>
 #include <cuda_agent/sandbox.hpp>
+#include <cuda_agent/sandbox_options.hpp>
 #include <cuda_agent/tool.hpp>
 
 namespace cuda_agent::testing {
@@ -91,40 +91,29 @@ class TempTree {
   std::filesystem::path base_;
 };
 
-/// Runs commands as plain child processes (unconfined), the way the real sandboxes run
-/// them, for testing the Bash tool where no sandbox is installed.
-struct LocalProcessSandbox {
-  CommandResult run(const Command& command) {
-    ProcessSpec spec;
-    spec.argv = command.argv;
-    spec.environment = Environment::from_current({"PATH", "LANG", "LC_ALL"});
-    if (!spec.environment.get("PATH")) spec.environment.set("PATH", "/usr/local/bin:/usr/bin:/bin");
-    spec.environment.set("HOME", "/tmp");
-    for (const auto& [name, value] : command.environment.variables()) spec.environment.set(name, value);
-    spec.working_directory = command.working_directory;
-    spec.stdin_data = command.stdin_data;
-    spec.timeout = command.timeout;
-    spec.kill_grace = std::chrono::milliseconds(500);
-    spec.output_limit = command.output_limit;
-    spec.merge_stderr = command.merge_stderr;
-    spec.cancellation = command.cancellation;
-    CommandResult result;
-    static_cast<ProcessResult&>(result) = run_process(spec);
-    result.sandbox = "local-process";
-    result.confined = false;
-    if (result.timed_out) result.limits_hit.push_back(LimitKind::wall_time);
-    return result;
-  }
-};
-static_assert(Sandbox<LocalProcessSandbox>);
+/// Options for a sandbox whose workspace is `tree`'s, with `protected_paths`: the tree
+/// becomes enterable by every user and the workspace is handed to the sandbox user (when
+/// running as root), so that commands can write there. Files the test creates afterwards
+/// belong to the test's user until `hand_over_to_sandbox(tree.workspace(), options)`.
+inline SandboxOptions sandbox_options_for(const TempTree& tree, std::vector<std::filesystem::path> protected_paths = {}) {
+  std::filesystem::permissions(tree.base(), std::filesystem::perms(0755));
+  SandboxOptions options;
+  options.workspace = tree.workspace();
+  options.protected_paths = std::move(protected_paths);
+  hand_over_to_sandbox(tree.workspace(), options);
+  return options;
+}
 
 /// Records the command and answers with a canned result (or throws, if told to).
 struct RecordingSandbox {
   std::vector<Command> commands;
   CommandResult answer;
   std::optional<std::string> fail_with;
+  /// Fail as run_process does when the program cannot start, instead of as a sandbox.
+  bool fail_as_process = false;
   CommandResult run(const Command& command) {
     commands.push_back(command);
+    if (fail_with && fail_as_process) throw ProcessError(std::make_error_code(std::errc::no_such_file_or_directory), *fail_with);
     if (fail_with) throw SandboxError(*fail_with);
     return answer;
   }

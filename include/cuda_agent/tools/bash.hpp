@@ -226,9 +226,10 @@ class BashTool {
     else if (result.cancelled)
       note("Command was cancelled.");
     else if (result.signal)
-      note("Command was killed by " + detail::signal_name(*result.signal) + describe_limits(result) + ".");
+      note("Command was killed by " + detail::signal_name(*result.signal) + parenthesized(limits_hit(result)) + ".");
     else if (result.exit_code && *result.exit_code != 0)
-      note("Exit code " + std::to_string(*result.exit_code) + describe_limits(result));
+      note("Exit code " + std::to_string(*result.exit_code) +
+           parenthesized(signal_behind_exit_code(*result.exit_code), limits_hit(result)));
 
     std::filesystem::path next_directory = working_directory;
     if (ended_in && !ended_in->empty()) next_directory = *ended_in;
@@ -262,11 +263,12 @@ class BashTool {
                   : ToolResult::success(std::move(text), std::move(metadata));
   }
 
-  static std::string describe_limits(const CommandResult& result) {
+  /// The limits a command ran into, in words ("it exceeded the memory limit, ...").
+  static std::string limits_hit(const CommandResult& result) {
     std::string text;
     for (const LimitKind kind : result.limits_hit) {
       if (kind == LimitKind::wall_time) continue;
-      text += text.empty() ? " (" : ", ";
+      text += text.empty() ? "" : ", ";
       switch (kind) {
         case LimitKind::memory: text += "it exceeded the memory limit"; break;
         case LimitKind::cpu_time: text += "it exceeded the CPU time limit"; break;
@@ -276,7 +278,20 @@ class BashTool {
         case LimitKind::wall_time: break;
       }
     }
-    return text.empty() ? text : text + ")";
+    return text;
+  }
+
+  /// A shell reports a command killed by signal N as exit status 128 + N (and so does
+  /// bubblewrap for the shell itself): name the signal, which says more than the number.
+  static std::string signal_behind_exit_code(int exit_code) {
+    if (exit_code <= 128 || exit_code > 128 + 64) return {};
+    return "128 + " + detail::signal_name(exit_code - 128) + ": the command, or the last one it ran, was killed by "
+           "that signal";
+  }
+
+  static std::string parenthesized(const std::string& first, const std::string& second = {}) {
+    const std::string both = first.empty() ? second : second.empty() ? first : first + "; " + second;
+    return both.empty() ? both : " (" + both + ")";
   }
 
   S* sandbox_;
