@@ -138,3 +138,60 @@ def h100_baselines() -> tuple[dict, dict]:
     with open(os.path.join(directory, "baseline_time_torch_compile_inductor_default.json")) as handle:
         compiled = json.load(handle)
     return eager, compiled
+
+
+def compile_caches(directory: str) -> dict:
+    """Environment that points inductor and Triton at ``directory``, so that processes of
+    one benchmark run share compiled kernels (compilation time is not what is measured)."""
+    os.makedirs(directory, exist_ok=True)
+    return {
+        "TORCHINDUCTOR_CACHE_DIR": os.path.join(directory, "inductor"),
+        "TRITON_CACHE_DIR": os.path.join(directory, "triton"),
+    }
+
+
+def _prewarm_one(arguments: tuple[str, str, str, str]) -> tuple[str, float, str | None]:
+    """Compiles one task's reference as the timing session does (same module, eval mode,
+    no_grad, inputs made on the device), filling the shared caches; returns the seconds."""
+    task_path, device_kind, backend, mode = arguments
+    started = time.monotonic()
+    try:
+        import torch
+
+        from cuda_agent_harness import timing, timing_session
+
+        device = timing.make_device(torch, device_kind)
+        reference = timing_session.load_module(task_path, "cuda_agent_reference")
+        model = timing_session.build_reference_model(torch, reference, 0, device)
+        compiled = torch.compile(model, mode=timing_session._compile_mode({"mode": mode}), backend=backend)
+        timer = timing.ContenderTimer("compile", compiled, device, timing.InputFactory(reference.get_inputs, device))
+        timer.warm_up(1, min_calls=2, min_seconds=0.0)
+        del timer, compiled, model
+        if device_kind == "cuda":
+            torch.cuda.empty_cache()
+        return task_path, time.monotonic() - started, None
+    except Exception as error:  # reported; the timing session then compiles live
+        return task_path, time.monotonic() - started, f"{type(error).__name__}: {error}"
+
+
+def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str, workers: int) -> list[str]:
+    """torch.compile of every task's reference in ``workers`` parallel processes (spawned:
+    this process must not initialize CUDA). Returns the problems met, one line each."""
+    import concurrent.futures
+    import multiprocessing
+
+    problems = []
+    context = multiprocessing.get_context("spawn")
+    started = time.monotonic()
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
+                                                max_tasks_per_child=4) as pool:
+        jobs = [pool.submit(_prewarm_one, (path, device, backend, mode)) for path in task_paths]
+        for done, job in enumerate(concurrent.futures.as_completed(jobs), 1):
+            path, seconds, problem = job.result()
+            name = os.path.relpath(path, KERNELBENCH) if path.startswith(KERNELBENCH) else path
+            print(f"  prewarm {done}/{len(jobs)} {name}: {seconds:.1f} s" + (f"  ({problem})" if problem else ""),
+                  flush=True)
+            if problem:
+                problems.append(f"{name}: {problem}")
+    print(f"  prewarm: {len(task_paths)} tasks compiled in {time.monotonic() - started:.0f} s", flush=True)
+    return problems

@@ -15,10 +15,19 @@ the same processes). The first session also times compile live against the refer
 model, which gives this GPU's compile/eager ratio for the agreement table (reported, not
 asserted: the H100 figures come from another GPU and another software stack).
 
-    python3 benchmarks/timing_honesty/run.py [--budget-s 300] [--repetitions 10] [--out FILE]
+    python3 benchmarks/timing_honesty/run.py [--budget-s 210] [--repetitions 10] [--out FILE]
+    python3 benchmarks/timing_honesty/run.py --prewarm-only [--workers 6]
+
+The budget is shared out as the run goes: each task's comparisons get the time left over
+the tasks still owed (at least --min-tasks), less the per-task overhead measured so far
+(process start, compile, calibration), between 0.12 s and --seconds-per-comparison. Short
+comparisons have wider intervals (more AMBIGUOUS), never a different rule. --prewarm-only
+compiles every task's reference in parallel processes into the inductor and Triton caches
+(``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so that the sessions load compiled
+kernels instead of building them one after the other.
 
 Exit status 1 if any A/A comparison was FASTER or SLOWER, or fewer than --min-tasks tasks
-fit in the budget.
+were measured; 2 if a session failed.
 """
 
 from __future__ import annotations
@@ -64,7 +73,7 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
         "compile": compile_settings,
         "baseline_cache": {"directory": cache_directory},
         "budget": {
-            "time_s": arguments.seconds_per_comparison,
+            "time_s": arguments.seconds_per_comparison_now,
             "min_rounds": 10,
             "floor_rounds": 5,
             "max_rounds": 60,
@@ -107,18 +116,32 @@ def main() -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None, help="default: cuda when present")
     parser.add_argument("--tasks", nargs="*", default=None, help="KernelBench paths (levelN/file.py) or files")
     parser.add_argument("--repetitions", type=int, default=10)
-    parser.add_argument("--seconds-per-comparison", type=float, default=0.6)
-    parser.add_argument("--budget-s", type=float, default=300.0, help="no new task starts after this")
+    parser.add_argument("--seconds-per-comparison", type=float, default=0.5, help="the most per comparison")
+    parser.add_argument("--budget-s", type=float, default=210.0, help="shared out over the tasks; see above")
+    parser.add_argument("--prewarm-only", action="store_true", help="fill the compile caches, then exit")
+    parser.add_argument("--workers", type=int, default=6, help="parallel processes for --prewarm-only")
+    parser.add_argument("--also", nargs="*", default=[], help="more task files for --prewarm-only")
     parser.add_argument("--min-tasks", type=int, default=15)
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--judge", default=None)
     parser.add_argument("--out", default=os.path.join(benchlib.ROOT, "benchmarks", "results", "timing_honesty.json"))
     arguments = parser.parse_args()
 
-    import torch
-
     device = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     tasks = arguments.tasks or (DEFAULT_TASKS if device == "cuda" else [os.path.join(benchlib.FIXTURES, "small_task.py")])
+    task_paths = [relative if os.path.isabs(relative) else benchlib.kernelbench_task(relative) for relative in tasks]
+    missing = [path for path in task_paths if not os.path.isfile(path)]
+    if missing:
+        print("error: task files not found: " + ", ".join(missing), file=sys.stderr)
+        return 2
+    if arguments.prewarm_only:
+        problems = benchlib.prewarm_compile(task_paths + list(arguments.also), device, arguments.compile_backend, "default", arguments.workers)
+        for problem in problems:
+            print(f"warning: prewarm: {problem} (its session compiles live)")
+        return 0
+
+    import torch
+
     from cuda_agent_harness import timing_session
 
     judge = benchlib.Judge(benchlib.find_judge(arguments.judge))
@@ -126,26 +149,31 @@ def main() -> int:
     eager_h100, compile_h100 = benchlib.h100_baselines()
     cache_directory = tempfile.mkdtemp(prefix="cuda-agent-aa-cache-")
     rng = random.Random(20261130)
-    rows, agreement, durations = [], [], []
+    rows, agreement, durations, overheads = [], [], [], []
+    session_failures = []
+    sessions_per_task = 2 * arguments.repetitions
     print(f"A/A honesty on {device}: {len(tasks)} tasks x 2 sessions x {arguments.repetitions} comparisons, "
-          f"budget {arguments.budget_s:.0f} s")
+          f"budget {arguments.budget_s:.0f} s", flush=True)
     try:
-        for relative in tasks:
-            expected = (sum(durations) / len(durations)) if durations else 0.0
-            if durations and budget.left() < expected:
-                print(f"budget: stopping before {relative} ({budget.elapsed():.0f} s used, ~{expected:.0f} s per task)")
+        for number, (relative, task_path) in enumerate(zip(tasks, task_paths), 1):
+            owed = max(1, arguments.min_tasks - len(rows))
+            overhead = sorted(overheads)[len(overheads) // 2] if overheads else 8.0
+            if len(rows) >= arguments.min_tasks and budget.left() < overhead + sessions_per_task * 0.12:
+                print(f"budget: {len(rows)} tasks done, stopping before {relative} ({budget.elapsed():.0f} s used)")
                 break
-            task_path = relative if os.path.isabs(relative) else benchlib.kernelbench_task(relative)
+            share = (budget.left() / owed - overhead) / sessions_per_task
+            arguments.seconds_per_comparison_now = min(arguments.seconds_per_comparison, max(0.12, share))
             started = budget.elapsed()
-            row = {"task": relative}
+            row = {"task": relative, "seconds_per_comparison": arguments.seconds_per_comparison_now}
             for kind, baseline in (("reference", "eager"), ("compile", "compile")):
                 reference, candidate = session_requests(task_path, device, kind, arguments, cache_directory,
                                                         rng.getrandbits(62))
                 session = timing_session.run_locally(reference, candidate, fork=True, fork_reference=True)
                 if not session.get("ok"):
                     problem = session.get("rejection") or session.get("error")
-                    print(f"  {relative} ({kind}): session failed: {problem}")
+                    print(f"  {relative} ({kind}): session failed: {problem}", flush=True)
                     row[kind] = {"error": str(problem)}
+                    session_failures.append(f"{relative} ({kind}): {problem}")
                     continue
                 verdicts = judge_repetitions(judge, session, baseline)
                 row[kind] = {
@@ -168,13 +196,15 @@ def main() -> int:
                                           "h100_eager_over_compile": h100,
                                           "eager_us": first["timings"][0]["median_us"] if first["timings"] else None})
             durations.append(budget.elapsed() - started)
+            overheads.append(max(0.0, durations[-1] - sessions_per_task * arguments.seconds_per_comparison_now))
             rows.append(row)
             summary = "  ".join(
                 f"{kind}: " + ",".join(v["verdict"][0] for v in row[kind]["verdicts"])
                 if "verdicts" in row.get(kind, {}) else f"{kind}: failed"
                 for kind in ("reference", "compile")
             )
-            print(f"  {relative}  ({durations[-1]:.0f} s)  {summary}")
+            print(f"  [{number}/{len(tasks)}, {budget.elapsed():.0f} s] {relative}  ({durations[-1]:.0f} s, "
+                  f"{arguments.seconds_per_comparison_now:.2f} s per comparison)  {summary}", flush=True)
     finally:
         judge.close()
         shutil.rmtree(cache_directory, ignore_errors=True)
@@ -227,8 +257,10 @@ def main() -> int:
     failures = []
     if counts["FASTER"] or counts["SLOWER"]:
         failures.append(f"{counts['FASTER']} FASTER and {counts['SLOWER']} SLOWER A/A verdicts")
-    if len(rows) < arguments.min_tasks:
-        failures.append(f"only {len(rows)} tasks fit in the budget (at least {arguments.min_tasks} wanted)")
+    measured = sum(1 for row in rows if all("verdicts" in row.get(kind, {}) for kind in ("reference", "compile")))
+    if measured < arguments.min_tasks:
+        failures.append(f"only {measured} tasks measured both ways (at least {arguments.min_tasks} wanted)")
+    failures += [f"session failed: {each}" for each in session_failures]
     benchlib.write_results(arguments.out, {
         "benchmark": "timing_honesty",
         "machine": benchlib.machine(torch),
@@ -245,7 +277,7 @@ def main() -> int:
     print(f"elapsed {budget.elapsed():.0f} s")
     for failure in failures:
         print(f"FAIL: {failure}")
-    return 1 if failures else 0
+    return 2 if session_failures else 1 if failures else 0
 
 
 def _direction(eager_over_compile: float) -> str:

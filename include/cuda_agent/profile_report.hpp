@@ -52,6 +52,15 @@ inline std::string json_text(const nlohmann::json& details, const char* field) {
             profile.rejection->message + "\n";
     if (profile.timings.empty()) return text;
   }
+  if (const auto device = details.find("device"); device != details.end() && device->is_object()) {
+    const std::string kind = detail::json_text(*device, "kind");
+    text += "timed on: " + detail::json_text(*device, "name") + " (" + kind + ", " + detail::json_text(*device, "timer") +
+            ")\n";
+    // Host-timed CPU runs exercise the protocol; their numbers say nothing about GPU kernels.
+    if (kind == "cpu")
+      text += "note: CPU timing with host timers (the protocol without a GPU); GPU speedups need --device cuda on a "
+              "machine with an NVIDIA GPU\n";
+  }
   text += "regime: " + std::string(to_string(profile.regime));
   if (const std::string reason = detail::json_text(details, "regime_reason"); !reason.empty())
     text += " (" + reason + ")";

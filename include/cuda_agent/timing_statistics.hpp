@@ -17,7 +17,9 @@
 ///   AMBIGUOUS  anything else: the interval straddles a boundary (or there is no interval)
 ///
 /// Intervals come from a percentile bootstrap with a seeded generator, so the same samples
-/// and seed always give the same interval and verdict. Sampling noise is not the only error
+/// and seed always give the same interval and verdict; for paired rounds they are widened
+/// to cover the order-statistic (sign-test) interval of the median per-round ratio, which
+/// holds whatever the noise looks like. Sampling noise is not the only error
 /// of a GPU timing protocol (order effects and clock drift add a few percent that no number
 /// of samples averages away), so every interval is widened to at least
 /// `SpeedupOptions::minimum_half_width` either side of the point estimate (in log space).
@@ -30,7 +32,7 @@
 #include <span>         // span
 #include <stdexcept>    // invalid_argument
 #include <string>       // string
-#include <utility>      // move
+#include <utility>      // move, pair
 #include <vector>       // vector
 
 #include "cuda_agent/evaluation.hpp"
@@ -209,6 +211,30 @@ inline void draw_indices(SeededGenerator& generator, std::size_t count, std::vec
   for (std::size_t& index : out) index = generator.below(count);
 }
 
+/// The distribution-free interval [x(k), x(n-k+1)] for the median of the per-round log
+/// ratios of a paired factor: k is the largest rank whose two-sided binomial coverage is at
+/// least `confidence` (k = 1, the extremes, when too few rounds reach it). It makes no
+/// assumption about the shape of the noise, where the percentile bootstrap of a median
+/// covers too little with few rounds and heavy tails (one disturbed sample in five).
+inline std::pair<double, double> paired_log_ratio_interval(const RatioOfMedians& factor, double confidence) {
+  std::vector<double> logs;
+  logs.reserve(factor.numerator.size());
+  for (std::size_t i = 0; i < factor.numerator.size(); ++i) logs.push_back(std::log(factor.numerator[i] / factor.denominator[i]));
+  std::sort(logs.begin(), logs.end());
+  const std::size_t n = logs.size();
+  // P(B <= j) for B ~ Binomial(n, 1/2), accumulated in log space (n may be large).
+  std::size_t rank = 1;
+  double cumulative = 0;
+  for (std::size_t j = 0; 2 * (j + 1) <= n; ++j) {
+    const double log_choose = std::lgamma(static_cast<double>(n) + 1) - std::lgamma(static_cast<double>(j) + 1) -
+                              std::lgamma(static_cast<double>(n - j) + 1);
+    cumulative += std::exp(log_choose - static_cast<double>(n) * std::log(2.0));
+    if (2 * cumulative > 1 - confidence) break;
+    rank = j + 1;  // [x(j+1), x(n-j)] covers the median with probability 1 - 2 P(B <= j)
+  }
+  return {logs[rank - 1], logs[n - rank]};
+}
+
 }  // namespace detail
 
 /// The speedup given by a chain of ratio-of-medians factors (their product), with a
@@ -259,6 +285,15 @@ inline void draw_indices(SeededGenerator& generator, std::size_t count, std::vec
     const double tail = (1 - options.confidence) / 2;
     low = std::exp(sorted_quantile(replicates, tail));
     high = std::exp(sorted_quantile(replicates, 1 - tail));
+  }
+  // Each paired factor's distribution-free interval, with the other factors at their point
+  // estimates, joins the bootstrap interval: the wider of the two decides.
+  for (const RatioOfMedians& factor : chain) {
+    if (factor.pairing != SamplePairing::paired) continue;
+    const auto [log_low, log_high] = detail::paired_log_ratio_interval(factor, options.confidence);
+    const double others = log_speedup - std::log(median(factor.numerator) / median(factor.denominator));
+    low = std::min(low, std::exp(others + log_low));
+    high = std::max(high, std::exp(others + log_high));
   }
   const double margin = std::exp(std::max(0.0, options.minimum_half_width));
   estimate.interval_low = std::min(low, estimate.speedup / margin);

@@ -31,7 +31,8 @@ ca::ProfileResult sample_profile() {
                             {"regime_reason", "candidate takes 12.0 µs per call (< 50 µs)"},
                             {"stop_reason", "target_reached"},
                             {"rounds", nlohmann::json::array()},
-                            {"warnings", {"CUDA graph capture failed for nobody"}}};
+                            {"warnings", {"CUDA graph capture failed for nobody"}},
+                            {"device", {{"kind", "cuda"}, {"name", "NVIDIA H200"}, {"timer", "cuda events"}}}};
   for (int round = 0; round < 12; ++round) {
     const double jitter = 1 + 0.003 * (round % 3);
     session["rounds"].push_back({{"samples",
@@ -56,6 +57,15 @@ TEST_CASE("a profile reads as regime, medians, speedups with intervals and verdi
   CHECK_THAT(text, Catch::Matchers::Contains("FASTER"));
   CHECK_THAT(text, Catch::Matchers::Contains("needs >= 1.053x"));
   CHECK_THAT(text, Catch::Matchers::Contains("warning: CUDA graph capture failed"));
+
+  CHECK_THAT(text, Catch::Matchers::Contains("timed on: NVIDIA H200 (cuda, cuda events)"));
+  CHECK(text.find("note: CPU timing") == std::string::npos);
+
+  ca::ProfileResult on_the_cpu = sample_profile();
+  on_the_cpu.details["device"] = {{"kind", "cpu"}, {"name", "some CPU"}, {"timer", "perf_counter_ns"}};
+  const std::string cpu_text = ca::describe_profile(on_the_cpu);
+  CHECK_THAT(cpu_text, Catch::Matchers::Contains("timed on: some CPU (cpu, perf_counter_ns)"));
+  CHECK_THAT(cpu_text, Catch::Matchers::Contains("note: CPU timing with host timers"));
 
   ca::ProfileResult rejected;
   rejected.rejection = ca::Rejection{ca::RejectionReason::timed_output_mismatch, "round 2 differs", {}};
