@@ -3,6 +3,8 @@
 
 // One include for Catch2 v2 (single header, Debian 12) and Catch2 v3 (split headers).
 #if __has_include(<catch2/catch_test_macros.hpp>)
+#include <string>  // string
+
 #include <catch2/catch_approx.hpp>
 #include <catch2/catch_template_test_macros.hpp>
 #include <catch2/catch_test_macros.hpp>

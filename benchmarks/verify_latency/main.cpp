@@ -16,16 +16,16 @@
 #include <cuda_agent/harness_verifier.hpp>
 #include <cuda_agent/task_loader.hpp>
 
-#include <algorithm>
-#include <chrono>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <string>
-#include <vector>
+#include <algorithm>   // max, sort
+#include <chrono>      // steady_clock
+#include <cstdlib>     // atoi, exit
+#include <filesystem>  // path, exists, copy_file
+#include <fstream>     // ifstream, ofstream
+#include <iostream>    // cout, cerr
+#include <string>      // string
+#include <vector>      // vector
 
-#include <unistd.h>
+#include <unistd.h>  // geteuid, getpid
 
 namespace ca = cuda_agent;
 namespace fs = std::filesystem;
@@ -77,6 +77,15 @@ int main(int argc, char** argv) {
       std::cerr << "usage: " << argv[0] << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]\n";
       return 2;
     }
+  }
+  if (device != "cpu" && device != "cuda") {
+    std::cerr << "--device is cuda or cpu, not '" << device << "'\n";
+    return 2;
+  }
+  if (device == "cuda" && !(fs::exists("/dev/nvidia0") && fs::exists("/proc/driver/nvidia/version"))) {
+    std::cout << "verification latency on cuda: skipped, no NVIDIA GPU here (no /dev/nvidia0 or driver);"
+                 " run with --device cpu to measure the CPU path\n";
+    return 0;
   }
   const fs::path suite = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "adversarial";
   const fs::path work = fs::temp_directory_path() / ("cuda-agent-verify-latency-" + std::to_string(::getpid()));

@@ -12,20 +12,21 @@
 #include <cuda_agent/verification_summary.hpp>
 #include <cuda_agent/worker_timing_launcher.hpp>
 
-#include <chrono>
-#include <cstdint>
-#include <cstdlib>
-#include <filesystem>
-#include <fstream>
-#include <iostream>
-#include <memory>
-#include <optional>
-#include <span>
-#include <stdexcept>
-#include <string>
-#include <vector>
+#include <chrono>      // seconds, milliseconds
+#include <cstdint>     // uint32_t
+#include <cstdlib>     // getenv
+#include <filesystem>  // path
+#include <fstream>     // ofstream
+#include <functional>  // function
+#include <iostream>    // cout, cerr
+#include <memory>      // shared_ptr
+#include <optional>    // optional
+#include <span>        // span
+#include <stdexcept>   // runtime_error
+#include <string>      // string
+#include <vector>      // vector
 
-#include <unistd.h>
+#include <unistd.h>  // geteuid, getpid
 
 #include "commands.hpp"
 

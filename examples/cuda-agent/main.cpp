@@ -2,13 +2,13 @@
 // cuda-agent: the command-line program. `cuda-agent <subcommand> --help` explains each.
 #include <cuda_agent/version.hpp>
 
-#include <exception>
-#include <functional>
-#include <iostream>
-#include <span>
-#include <string>
-#include <string_view>
-#include <vector>
+#include <exception>    // exception
+#include <functional>   // function
+#include <iostream>     // cout, cerr
+#include <span>         // span
+#include <string>       // string
+#include <string_view>  // string_view
+#include <vector>       // vector
 
 #include "commands.hpp"
 

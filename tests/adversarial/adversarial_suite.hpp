@@ -12,6 +12,7 @@
 
 #include "verify/verify_support.hpp"
 
+#include <algorithm>   // find
 #include <chrono>      // steady_clock
 #include <filesystem>  // path
 #include <fstream>     // ifstream, ofstream
@@ -110,8 +111,12 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
     } else {
       CHECK_FALSE(evaluation.correct());
       CHECK(std::find(suite_case.expected.begin(), suite_case.expected.end(), verdict) != suite_case.expected.end());
-      // Every rejection says something a model can act on.
+      // Every rejection says something a model can act on; a wrong value names where and what.
       CHECK(rejection->message.size() > 20);
+      if (verdict == "value_mismatch" || verdict == "non_finite" || verdict == "nondeterministic") {
+        CHECK_THAT(rejection->message, Catch::Matchers::Contains("index"));
+        CHECK_THAT(rejection->message, Catch::Matchers::Contains("expected"));
+      }
     }
   }
   std::filesystem::create_directories(report.parent_path());

@@ -1,6 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "adversarial/adversarial_suite.hpp"
 
+#include <algorithm>   // any_of
+#include <cstdlib>     // getenv
+#include <filesystem>  // path, exists
+#include <iostream>    // cout
+#include <string>      // string
+#include <utility>     // make_pair
+#include <vector>      // vector
+
+#include <unistd.h>  // geteuid
+
 namespace ca = cuda_agent;
 
 TEST_CASE("adversarial suite on the CPU: every exploit is rejected with the right reason", "[python][adversarial]") {
@@ -51,5 +61,46 @@ TEST_CASE("the manifest covers at least 25 exploits of the catalog and 10 legiti
     INFO(device);
     CHECK(rejected >= 25);
     CHECK(accepted >= 10);
+  }
+}
+
+// The CUDA forms run only on a GPU machine, but they must compile wherever nvcc exists:
+// a build error would otherwise show up first as a misplaced verdict there.
+TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit architecture)",
+          "[python][adversarial][slow]") {
+  const char* cuda_home = std::getenv("CUDA_HOME");
+  const std::filesystem::path nvcc = std::filesystem::path(cuda_home && *cuda_home ? cuda_home : "/usr/local/cuda") / "bin" / "nvcc";
+  if (!std::filesystem::exists(nvcc)) CUDA_AGENT_SKIP("no CUDA toolkit at " + nvcc.parent_path().parent_path().string());
+  ca::testing::ScratchDirectory scratch("adversarial-nvcc");
+  ca::SandboxOptions sandbox;
+  sandbox.workspace = scratch.path();
+  ca::CompileOptions options;
+  options.device = "cuda";
+  options.gpu_architecture = "sm_90a";  // the H200's
+  options.python = CUDA_AGENT_PYTHON;
+  options.cache_directory = ca::testing::compile_cache_directory();
+  if (::geteuid() == 0) options.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  ca::CompileDriver<ca::ProcessSandbox> driver(ca::ProcessSandbox(sandbox), options);
+
+  // The shared toolbox (every candidate without its own kernels), then each candidate's own.
+  std::vector<nlohmann::json> entries = {nlohmann::json{{"name", "correct_relu"}}};
+  for (const nlohmann::json& entry : ca::testing::load_manifest()["candidates"])
+    if (std::filesystem::exists(ca::testing::adversarial_directory() / "candidates" / entry["name"].get<std::string>() /
+                                "kernels.cuda"))
+      entries.push_back(entry);
+  for (const nlohmann::json& entry : entries) {
+    const std::string name = entry["name"];
+    const std::filesystem::path directory = scratch.path() / name;
+    ca::testing::assemble_suite_candidate(entry, "cuda", directory / "candidate");
+    ca::detail::make_open_directory(directory / "build");
+    const ca::CompileResult built = driver.build(directory / "candidate", directory / "build");
+    std::cout << "  " << name << ": " << (built.succeeded ? "built" : "not built") << " in "
+              << static_cast<double>(built.duration.count()) / 1000.0 << " s" << std::endl;
+    INFO(name << ":\n" << built.log.substr(0, 6000));
+    if (built.succeeded) continue;
+    // Refused by the library policy at link time is a verdict, not a build error.
+    const bool refused_by_policy = std::any_of(built.diagnostics.begin(), built.diagnostics.end(),
+        [](const ca::Diagnostic& d) { return d.message.rfind("the extension ", 0) == 0; });
+    CHECK(refused_by_policy);
   }
 }

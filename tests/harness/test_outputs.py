@@ -164,3 +164,39 @@ def test_tolerance_profiles():
     assert compare.tolerance_for(compare.STRICT, torch.float16) == {"atol": 1e-2, "rtol": 1e-2}
     assert compare.tolerance_for(compare.STRICT, torch.complex64) == {"atol": 1e-4, "rtol": 1e-4}
     assert math.isclose(compare.tolerance_for({"default": {"atol": 3, "rtol": 4}}, torch.float64)["rtol"], 4)
+
+
+def test_comparison_in_chunks_finds_the_same_first_and_largest_difference(monkeypatch):
+    monkeypatch.setattr(compare, "CHUNK", 7)
+    expected = torch.arange(60, dtype=torch.float32).reshape(6, 10)
+    actual = expected.clone()
+    actual[2, 5] += 1.0   # flat 25, in the fourth chunk
+    actual[5, 9] += 3.0   # flat 59, the largest
+    actual[4, 0] = float("nan")
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, actual, {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.reason == "non_finite" and failure.value.details["index"] == [4, 0]
+    actual[4, 0] = expected[4, 0]
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, actual, {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.details["index"] == [2, 5]
+    assert failure.value.details["mismatches"] == 2
+    assert failure.value.details["worst_index"] == [5, 9]
+    assert compare.compare_tensor(expected, expected.clone(), {"atol": 0.0, "rtol": 0.0}, "x")["max_abs_error"] == 0.0
+
+
+def test_whole_output_hints_look_at_every_chunk(monkeypatch):
+    monkeypatch.setattr(compare, "CHUNK", 7)
+    expected = torch.rand(6, 10) + 1.0
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, torch.zeros(6, 10), {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert "all zeros" in failure.value.message
+    poisoned = torch.full((6 * 10 * 4,), compare.POISON_BYTE, dtype=torch.uint8).view(torch.float32).reshape(6, 10)
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, poisoned, {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.reason == "non_finite" and "Every byte" in failure.value.message
+    partly = expected.clone()
+    partly[5, 3:] = poisoned[5, 3:]
+    with pytest.raises(Failure) as failure:
+        compare.compare_tensor(expected, partly, {"atol": 1e-2, "rtol": 1e-2}, "x")
+    assert failure.value.details["index"] == [5, 3] and "part of the output was never written" in failure.value.message

@@ -189,6 +189,8 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
   INFO(correct.standard_output.text << correct.standard_error.text);
   CHECK(correct.exit_code == 0);
   CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 10 of 10 checks"));
+  for (const std::string line : {"task       ", "device     cpu", "build      ok", "result     CORRECT"})
+    CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains(line));
   std::ifstream stream(scratch.path() / "correct.json");
   const nlohmann::json document = nlohmann::json::parse(stream);
   CHECK(document["evaluation"]["correct"] == true);
@@ -198,4 +200,17 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
   INFO(wrong.standard_output.text << wrong.standard_error.text);
   CHECK(wrong.exit_code == 1);
   CHECK_THAT(wrong.standard_output.text, Catch::Matchers::Contains("REJECTED (value_mismatch)"));
+  CHECK_THAT(wrong.standard_output.text, Catch::Matchers::Contains("result     NOT CORRECT"));
+  std::ifstream wrong_stream(scratch.path() / "wrong.json");
+  const nlohmann::json rejected = nlohmann::json::parse(wrong_stream);
+  CHECK(rejected["evaluation"]["correct"] == false);
+  CHECK(rejected["evaluation"]["compile"]["succeeded"] == true);
+  CHECK(rejected["rejection"]["reason"] == "value_mismatch");
+  // What a model needs to fix it: where the first difference is, and both values.
+  const std::string message = rejected["rejection"]["message"];
+  CHECK_THAT(message, Catch::Matchers::Contains("at index ("));
+  CHECK_THAT(message, Catch::Matchers::Contains("expected"));
+  CHECK_THAT(message, Catch::Matchers::Contains("got 0"));
+  CHECK_THAT(message, Catch::Matchers::Contains("The output is all zeros."));
+  CHECK(rejected["rejection"]["details"].contains("index"));
 }

@@ -161,81 +161,106 @@ def _what(description: dict) -> str:
     return f"an object of type {description['type']}"
 
 
+#: Elements compared at a time: bounds the temporaries of a comparison (outputs of large
+#: tasks hold billions of elements).
+CHUNK = 1 << 24
+
+
+def _working_dtype(dtype: torch.dtype) -> torch.dtype:
+    if dtype.is_complex:
+        return torch.complex128 if dtype == torch.complex128 else torch.complex64
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
 def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict, where: str) -> dict:
     """Compares values; raises Failure (non_finite or value_mismatch) with the first
-    differing index, or returns error statistics."""
+    differing index, or returns error statistics. Works through the tensors in chunks on
+    the expected tensor's device."""
     shape = tuple(expected.shape)
-    if expected.numel() == 0:
+    total = expected.numel()
+    if total == 0:
         return {"max_abs_error": 0.0, "max_rel_error": 0.0, "elements": 0}
-    actual = actual.to(expected.device)
-    if expected.dtype.is_floating_point or expected.dtype.is_complex:
-        work = torch.float64 if expected.dtype in (torch.float64, torch.complex128) else torch.float32
-        if expected.dtype.is_complex:
-            work = torch.complex128 if expected.dtype == torch.complex128 else torch.complex64
-        e = expected.to(work)
-        a = actual.to(work)
-        atol, rtol = tolerance["atol"], tolerance["rtol"]
+    e_flat = expected.reshape(-1)
+    a_flat = actual.reshape(-1)
+    atol, rtol = tolerance["atol"], tolerance["rtol"]
+    floating = expected.dtype.is_floating_point or expected.dtype.is_complex
+    work = _working_dtype(expected.dtype) if floating else None
+    max_abs = max_rel = 0.0
+    worst = 0
+    first_broken = first_wrong = None
+    broken_count = nan_count = wrong_count = 0
+    for start in range(0, total, CHUNK):
+        e = e_flat[start:start + CHUNK]
+        a = a_flat[start:start + CHUNK].to(e.device)
+        if not floating:
+            wrong = a != e
+            count = int(wrong.sum())
+            if count:
+                wrong_count += count
+                if first_wrong is None:
+                    first_wrong = start + int(wrong.to(torch.int8).argmax())
+            continue
+        e = e.to(work)
+        a = a.to(work)
         e_finite = torch.isfinite(e)
         a_finite = torch.isfinite(a)
         broken = e_finite & ~a_finite
-        if bool(broken.any()):
-            flat = int(broken.reshape(-1).to(torch.int8).argmax())
-            count = int(broken.sum())
-            nan_count = int((broken & torch.isnan(a)).sum())
-            index = unravel(flat, shape)
-            hint = _poison_hint(actual, broken)
-            raise Failure("non_finite",
-                          f"{where} holds {count} non-finite values where the reference is finite ({nan_count} NaN);"
-                          f" the first is at index {_format_index(index)}: expected"
-                          f" {_format_value(_item(expected, flat))}, got {_format_value(_item(actual, flat))}.{hint}",
-                          {"index": list(index), "count": count, "nan_count": nan_count,
-                           "expected": _json_number(_item(expected, flat)), "actual": _json_number(_item(actual, flat))})
-        close = torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
-        difference = (a - e).abs()
-        difference = torch.where(e_finite & a_finite, difference, torch.zeros_like(difference))
+        count = int(broken.sum())
+        if count:
+            broken_count += count
+            nan_count += int((broken & torch.isnan(a)).sum())
+            if first_broken is None:
+                first_broken = start + int(broken.to(torch.int8).argmax())
+        wrong = ~torch.isclose(a, e, rtol=rtol, atol=atol, equal_nan=True)
+        count = int(wrong.sum())
+        if count:
+            wrong_count += count
+            if first_wrong is None:
+                first_wrong = start + int(wrong.to(torch.int8).argmax())
+        difference = torch.where(e_finite & a_finite, (a - e).abs(), torch.zeros((), dtype=work, device=e.device))
         if difference.dtype.is_complex:
             difference = difference.real
-        magnitude = e.abs()
-        if magnitude.dtype.is_complex:
-            magnitude = magnitude.real
+        magnitude = e.abs().real if e.dtype.is_complex else e.abs()
+        chunk_worst = int(difference.argmax())
+        chunk_max = float(difference[chunk_worst])
+        if chunk_max > max_abs:
+            max_abs, worst = chunk_max, start + chunk_worst
         # Relative to at least atol: near zero a relative error says nothing.
-        relative = difference / magnitude.clamp_min(max(atol, torch.finfo(difference.dtype).tiny))
-        max_abs = float(difference.max())
-        stats = {"max_abs_error": max_abs, "max_rel_error": float(relative.max()), "elements": expected.numel(),
-                 "atol": atol, "rtol": rtol}
-        if bool(close.all()):
-            return stats
-        wrong = ~close
-        flat = int(wrong.reshape(-1).to(torch.int8).argmax())
-        count = int(wrong.sum())
-        worst = int(difference.reshape(-1).argmax())
-        index = unravel(flat, shape)
-        want, got = _item(expected, flat), _item(actual, flat)
-        allowed = atol + rtol * abs(want) if not isinstance(want, complex) else atol + rtol * abs(want)
-        hint = _value_hint(expected, actual, wrong)
-        message = (f"{where} differs from the reference at index {_format_index(index)} (shape {tuple(shape)}):"
-                   f" expected {_format_value(want)}, got {_format_value(got)}"
-                   f" (|difference| {abs(got - want):.3g} > atol {atol:g} + rtol {rtol:g} x |expected| = {allowed:.3g})."
-                   f" {count} of {expected.numel()} elements ({100.0 * count / expected.numel():.3g}%) are outside the"
-                   f" tolerance; the largest difference is {max_abs:.3g} at index"
-                   f" {_format_index(unravel(worst, shape))}.{hint}")
-        raise Failure("value_mismatch", message,
-                      dict(stats, index=list(index), mismatches=count, expected=_json_number(want),
-                           actual=_json_number(got), worst_index=list(unravel(worst, shape))))
-    # Integers and booleans must match exactly.
-    equal = actual == expected
-    if bool(equal.all()):
-        return {"max_abs_error": 0.0, "max_rel_error": 0.0, "elements": expected.numel()}
-    wrong = ~equal
-    flat = int(wrong.reshape(-1).to(torch.int8).argmax())
-    count = int(wrong.sum())
-    index = unravel(flat, shape)
-    raise Failure("value_mismatch",
-                  f"{where} differs from the reference at index {_format_index(index)} (shape {tuple(shape)}): expected"
-                  f" {_format_value(_item(expected, flat))}, got {_format_value(_item(actual, flat))}; {count} of"
-                  f" {expected.numel()} elements differ ({expected.dtype} values must match exactly).",
-                  {"index": list(index), "mismatches": count, "expected": _item(expected, flat),
-                   "actual": _item(actual, flat)})
+        max_rel = max(max_rel, float((difference / magnitude.clamp_min(max(atol, 1e-30))).max()))
+    if not floating:
+        if first_wrong is None:
+            return {"max_abs_error": 0.0, "max_rel_error": 0.0, "elements": total}
+        index = unravel(first_wrong, shape)
+        raise Failure("value_mismatch",
+                      f"{where} differs from the reference at index {_format_index(index)} (shape {shape}): expected"
+                      f" {_format_value(_item(expected, first_wrong))}, got {_format_value(_item(actual, first_wrong))};"
+                      f" {wrong_count} of {total} elements differ ({expected.dtype} values must match exactly).",
+                      {"index": list(index), "mismatches": wrong_count, "expected": _item(expected, first_wrong),
+                       "actual": _item(actual, first_wrong)})
+    stats = {"max_abs_error": max_abs, "max_rel_error": max_rel, "elements": total, "atol": atol, "rtol": rtol}
+    if first_broken is not None:
+        index = unravel(first_broken, shape)
+        want, got = _item(expected, first_broken), _item(actual, first_broken)
+        raise Failure("non_finite",
+                      f"{where} holds {broken_count} non-finite values where the reference is finite ({nan_count} NaN);"
+                      f" the first is at index {_format_index(index)}: expected {_format_value(want)}, got"
+                      f" {_format_value(got)}.{_poison_hint(actual, first_broken, broken_count)}",
+                      {"index": list(index), "count": broken_count, "nan_count": nan_count,
+                       "expected": _json_number(want), "actual": _json_number(got)})
+    if first_wrong is None:
+        return stats
+    index = unravel(first_wrong, shape)
+    want, got = _item(expected, first_wrong), _item(actual, first_wrong)
+    allowed = atol + rtol * abs(want)
+    message = (f"{where} differs from the reference at index {_format_index(index)} (shape {shape}):"
+               f" expected {_format_value(want)}, got {_format_value(got)}"
+               f" (|difference| {abs(got - want):.3g} > atol {atol:g} + rtol {rtol:g} x |expected| = {allowed:.3g})."
+               f" {wrong_count} of {total} elements ({100.0 * wrong_count / total:.3g}%) are outside the"
+               f" tolerance; the largest difference is {max_abs:.3g} at index"
+               f" {_format_index(unravel(worst, shape))}.{_value_hint(actual, first_wrong, wrong_count, total)}")
+    raise Failure("value_mismatch", message,
+                  dict(stats, index=list(index), mismatches=wrong_count, expected=_json_number(want),
+                       actual=_json_number(got), worst_index=list(unravel(worst, shape))))
 
 
 def _json_number(value):
@@ -246,29 +271,34 @@ def _json_number(value):
     return value
 
 
-def _poison_hint(actual: torch.Tensor, broken: torch.Tensor) -> str:
+def _every_chunk(tensor: torch.Tensor, test) -> bool:
+    """Whether ``test`` holds for every chunk of ``tensor``'s elements (stops at the first
+    chunk where it does not), so that whole-output checks stay within CHUNK temporaries."""
+    flat = tensor.reshape(-1)
+    return all(bool(test(flat[start:start + CHUNK])) for start in range(0, flat.numel(), CHUNK))
+
+
+def _poison_hint(actual: torch.Tensor, first: int, count: int) -> str:
     try:
-        raw = actual.contiguous().reshape(-1).view(torch.uint8)
-        if raw.numel() and bool((raw == POISON_BYTE).all()):
+        if _every_chunk(actual, lambda chunk: (chunk.contiguous().view(torch.uint8) == POISON_BYTE).all()):
             return (" Every byte of this output is the pattern the harness writes into free memory before each call:"
                     " the output was never written (for example torch.empty without a kernel writing it).")
-        if raw.numel() and bool((raw.reshape(-1, actual.element_size()) == POISON_BYTE).all(dim=1)[
-                broken.reshape(-1)].all()):
-            return (" These elements hold the harness's poison pattern: part of the output was never written"
-                    " (a missing boundary check, a grid too small, or an early return).")
+        element = actual.reshape(-1)[first:first + 1].contiguous().view(torch.uint8)
+        if bool((element == POISON_BYTE).all()):
+            return (f" The first of these {count} elements holds the harness's poison pattern: part of the output was"
+                    " never written (a missing boundary check, a grid too small, or an early return).")
     except RuntimeError:
         pass
     return ""
 
 
-def _value_hint(expected: torch.Tensor, actual: torch.Tensor, wrong: torch.Tensor) -> str:
+def _value_hint(actual: torch.Tensor, first: int, wrong: int, total: int) -> str:
     try:
-        if bool((actual == 0).all()):
+        if _every_chunk(actual, lambda chunk: (chunk == 0).all()):
             return " The output is all zeros."
-        flat_wrong = wrong.reshape(-1)
-        if flat_wrong.numel() > 16 and bool(flat_wrong[: flat_wrong.numel() // 2].logical_not().all()):
+        if total > 16 and first >= total // 2:
             return " The first half matches; the error is in the later elements."
-        if int(wrong.sum()) <= max(1, expected.numel() // 1000):
+        if wrong <= max(1, total // 1000):
             return " Only a few elements are wrong: look at boundaries, tails and tile edges."
     except RuntimeError:
         pass
