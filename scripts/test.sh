@@ -20,7 +20,15 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # The cuda component needs the CUDA Toolkit; build it wherever nvcc is installed.
 with_cuda=OFF
 if [ -x "${CUDA_HOME:-/usr/local/cuda}/bin/nvcc" ]; then with_cuda=ON; fi
+# The torch component needs libtorch, whose CMake package asks for the CUDA Toolkit when
+# torch was built with CUDA: build it where both are there.
+with_torch=OFF
+torch_prefix=""
+if [ "$with_cuda" = ON ] && torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"; then
+  with_torch=ON
+fi
 cmake -S "$root" -B "$build" "${generator[@]}" \
+  -DCUDA_AGENT_WITH_TORCH="$with_torch" ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
   -DCUDA_AGENT_ENABLE_GPU_TESTS=ON \
   -DCUDA_AGENT_WITH_CUDA="$with_cuda" -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" \

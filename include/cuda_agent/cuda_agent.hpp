@@ -14,6 +14,7 @@
 #include "cuda_agent/task_loader.hpp"
 #include "cuda_agent/workspace.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/tolerance.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/trajectory.hpp"
 

@@ -105,6 +105,10 @@ struct ProfileResult;
 struct Evaluation;
 struct Reward;
 
+// tolerance.hpp
+struct Tolerance;
+struct TolerancePolicy;
+
 // trajectory.hpp
 class TrajectoryWriter;
 
@@ -220,5 +224,8 @@ struct TrustedEvaluatorOptions;
 
 // tools/verify_tool.hpp
 struct VerifyToolOptions;
+
+// torch/output_check.hpp (component torch)
+struct OutputCheck;
 
 }  // namespace cuda_agent

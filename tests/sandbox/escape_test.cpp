@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -258,11 +259,20 @@ TEST_CASE("a fork bomb is contained and leaves nothing behind", "[sandbox][escap
   CUDA_AGENT_REQUIRE_BUBBLEWRAP();
   ScratchDirectory scratch("escape-forkbomb");
   ca::SandboxOptions options = ca::testing::workspace_options(scratch);
+  if (ca::testing::running_as_root()) {
+    // RLIMIT_NPROC counts every process of the uid on the host, so the bomb gets a uid of its own:
+    // the other sandbox tests, which ctest runs alongside, would otherwise share its budget and
+    // make both the bomb's start and theirs depend on timing.
+    std::random_device random;
+    options.uid = static_cast<uid_t>(60000 + random() % 4000);
+    ca::hand_over_to_sandbox(options.workspace, options);
+  }
   ca::BubblewrapSandbox sandbox(options);
   const std::string marker = ca::testing::unique_marker();
-  // RLIMIT_NPROC counts what the sandbox uid already runs elsewhere on the host.
   const auto others = ca::testing::threads_of_uid(ca::sandbox_identity(options).uid);
-  ca::Command bomb = shell(": " + marker + "; bomb() { bomb | bomb & }; bomb; wait", 3s);
+  // The launching shell stays alive: were it to return at once, the PID namespace would tear the bomb
+  // down before it ever reached a limit, and the test would show nothing.
+  ca::Command bomb = shell(": " + marker + "; bomb() { bomb | bomb & }; bomb; sleep 2", 4s);
   bomb.limits.processes = static_cast<std::uint64_t>(others + 64);
 
   const auto started = std::chrono::steady_clock::now();
@@ -354,10 +364,13 @@ TEST_CASE("processes that detach with setsid or a double fork do not outlive the
   const std::string marker = ca::testing::unique_marker();
 
   // The command exits as soon as its daemons are running, detached.
+  // It waits until the three have exec'd their sleep, so that the listing shows them.
   const auto detached = sandbox.run(shell(
-      "(setsid sh -c 'touch /tmp/a; exec sleep " + marker + "' &); (sh -c 'touch /tmp/b; exec sleep " + marker +
-      "' &); nohup sh -c 'touch /tmp/c; exec sleep " + marker + "' >/dev/null 2>&1 &\n"
-      "while [ ! -e /tmp/a ] || [ ! -e /tmp/b ] || [ ! -e /tmp/c ]; do sleep 0.01; done\n"
+      "m=" + marker + "\n"
+      "(setsid sh -c \"exec sleep $m\" &); (sh -c \"exec sleep $m\" &); nohup sh -c \"exec sleep $m\" >/dev/null 2>&1 &\n"
+      "n=0; while [ $n -lt 3 ]; do n=0; sleep 0.01\n"
+      "  for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' 2>/dev/null < $p/cmdline)\" = \"sleep $m \" ] && n=$((n+1)); done\n"
+      "done\n"
       "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"));
   INFO(detached.standard_output.text);
   // The three were running when the command ended ...
@@ -447,7 +460,7 @@ TEST_CASE("under a cgroup v2 parent, memory and processes are bounded for the wh
     CHECK(memory->mechanism == "cgroup v2 memory.max");
 
     const std::string marker = ca::testing::unique_marker();
-    const auto bomb = sandbox.run(shell(": " + marker + "; bomb() { bomb | bomb & }; bomb; wait", 3s));
+    const auto bomb = sandbox.run(shell(": " + marker + "; bomb() { bomb | bomb & }; bomb; sleep 2", 4s));
     CHECK(bomb.hit(ca::LimitKind::processes));
     CHECK(ca::testing::processes_mentioning(marker).empty());
     CHECK(sandbox.run(shell("echo alive")).standard_output.text == "alive\n");
