@@ -58,3 +58,4 @@
 #include "cuda_agent/agent_observer.hpp"
 #include "cuda_agent/agent_report.hpp"
 #include "cuda_agent/agent_loop.hpp"
+#include "cuda_agent/optimize.hpp"

@@ -205,6 +205,10 @@ class TerminalProgress;
 // agent_loop.hpp
 struct AgentBudget;
 struct AgentOptions;
+
+// optimize.hpp
+struct OptimizeOptions;
+struct OptimizeResult;
 // harness_worker.hpp
 class HarnessError;
 struct HarnessWorkerOptions;

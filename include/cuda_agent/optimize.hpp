@@ -29,6 +29,7 @@
 #include <stop_token>   // stop_token
 #include <string>       // string, to_string
 #include <string_view>  // string_view
+#include <type_traits>  // is_same_v
 #include <utility>      // move, make_pair
 #include <vector>       // vector
 
@@ -135,7 +136,8 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
     workspace_options.device = outcome.device;
     materialize_workspace(task, outcome.workspace, workspace_options);
   }
-  for (const char* name : {"", "build", "evaluations", "harness", "tool-harness"}) make_open_directory(work / name);
+  for (const char* name : {"", "build", "evaluations", "harness"}) make_open_directory(work / name);
+  // The scripts the Profile tool runs, fresh from this build (a resumed run may be older).
   std::error_code ignored;
   std::filesystem::remove_all(work / "tool-harness", ignored);
   make_open_directory(work / "tool-harness");
