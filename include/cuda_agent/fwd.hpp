@@ -216,8 +216,6 @@ struct HarnessReply;
 class HarnessWorker;
 
 // harness_verifier.hpp
-struct Tolerance;
-struct TolerancePolicy;
 struct VerificationPolicy;
 struct HarnessOptions;
 class HarnessVerifier;

@@ -62,42 +62,10 @@
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/sandbox_options.hpp"
 #include "cuda_agent/task.hpp"
+#include "cuda_agent/tolerance.hpp"
 #include "cuda_agent/verifier.hpp"
 
 namespace cuda_agent {
-
-/// Absolute and relative tolerance for one dtype: |actual - expected| <= atol + rtol |expected|.
-struct Tolerance {
-  double atol = 1e-2;
-  double rtol = 1e-2;
-  friend bool operator==(const Tolerance&, const Tolerance&) = default;
-};
-
-/// Tolerances by dtype name ("float32", "float16", ...); integers and booleans always
-/// compare exactly.
-struct TolerancePolicy {
-  Tolerance fallback;
-  std::map<std::string, Tolerance> by_dtype;
-
-  /// The CUDA Agent paper's: atol = rtol = 1e-2 for every floating dtype.
-  [[nodiscard]] static TolerancePolicy paper() { return {}; }
-  /// KernelBench's current: 1e-4 for float32 and float64, 1e-2 for half precision.
-  [[nodiscard]] static TolerancePolicy strict() {
-    TolerancePolicy policy{{1e-4, 1e-4}, {}};
-    policy.by_dtype["float16"] = {1e-2, 1e-2};
-    policy.by_dtype["bfloat16"] = {1e-2, 1e-2};
-    return policy;
-  }
-  [[nodiscard]] Tolerance for_dtype(const std::string& dtype) const {
-    const auto found = by_dtype.find(dtype);
-    return found == by_dtype.end() ? fallback : found->second;
-  }
-};
-
-inline void to_json(nlohmann::json& out, const TolerancePolicy& policy) {
-  out = {{"default", {{"atol", policy.fallback.atol}, {"rtol", policy.fallback.rtol}}}};
-  for (const auto& [dtype, tolerance] : policy.by_dtype) out[dtype] = {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}};
-}
 
 /// What a verification demands.
 struct VerificationPolicy {
