@@ -13,4 +13,11 @@ namespace cuda_agent::cli {
 /// candidate (eval_command.cpp).
 int eval_command(std::span<const std::string> arguments);
 
+/// `cuda-agent optimize <task> --llm <spec> [options]`: one agent episode
+/// (optimize_command.cpp).
+int optimize_command(std::span<const std::string> arguments);
+
+/// `cuda-agent demo [options]`: the bundled episode, replayed for real (demo_command.cpp).
+int demo_command(std::span<const std::string> arguments);
+
 }  // namespace cuda_agent::cli

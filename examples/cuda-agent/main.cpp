@@ -23,6 +23,8 @@ struct Subcommand {
 const std::vector<Subcommand>& subcommands() {
   static const std::vector<Subcommand> table = {
       {"eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward", cuda_agent::cli::eval_command},
+      {"optimize", "let a model optimize a task: an agent episode with trusted scoring, reports and trajectory", cuda_agent::cli::optimize_command},
+      {"demo", "replay a bundled episode through the real sandbox, compiler, verifier and profiler", cuda_agent::cli::demo_command},
   };
   return table;
 }

@@ -40,7 +40,6 @@
 #include "cuda_agent/tools/profile_tool.hpp"
 #include "cuda_agent/evaluator.hpp"
 
-#include "cuda_agent/tools/tools.hpp"
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/compile_driver.hpp"
@@ -51,3 +50,12 @@
 #include "cuda_agent/verification_summary.hpp"
 #include "cuda_agent/trusted_evaluator.hpp"
 #include "cuda_agent/tools/verify_tool.hpp"
+
+#include "cuda_agent/tools/tools.hpp"
+
+#include "cuda_agent/context_window.hpp"
+#include "cuda_agent/agent_result.hpp"
+#include "cuda_agent/agent_observer.hpp"
+#include "cuda_agent/agent_report.hpp"
+#include "cuda_agent/agent_loop.hpp"
+#include "cuda_agent/optimize.hpp"

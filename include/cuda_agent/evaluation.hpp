@@ -163,6 +163,12 @@ enum class Verdict {
   return "AMBIGUOUS";
 }
 
+[[nodiscard]] constexpr std::optional<Verdict> parse_verdict(std::string_view text) noexcept {
+  for (Verdict verdict : {Verdict::faster, Verdict::slower, Verdict::same, Verdict::ambiguous})
+    if (to_string(verdict) == text) return verdict;
+  return std::nullopt;
+}
+
 /// How samples were taken; the same regime applies to every contender of a comparison.
 enum class TimingRegime {
   per_call,    ///< one call per CUDA-event pair, L2 flushed before each
@@ -177,6 +183,12 @@ enum class TimingRegime {
     case TimingRegime::batched: return "batched";
   }
   return "per_call";
+}
+
+[[nodiscard]] constexpr std::optional<TimingRegime> parse_timing_regime(std::string_view text) noexcept {
+  for (TimingRegime regime : {TimingRegime::per_call, TimingRegime::cuda_graph, TimingRegime::batched})
+    if (to_string(regime) == text) return regime;
+  return std::nullopt;
 }
 
 /// Summary of one contender's samples, in microseconds per call.
@@ -297,6 +309,17 @@ inline void to_json(nlohmann::json& out, const CompileResult& result) {
          {"details", result.details}};
 }
 
+inline void from_json(const nlohmann::json& in, CompileResult& result) {
+  result.succeeded = in.value("succeeded", false);
+  result.timed_out = in.value("timed_out", false);
+  result.diagnostics = in.value("diagnostics", std::vector<Diagnostic>{});
+  result.log = in.value("log", "");
+  result.duration = std::chrono::milliseconds(static_cast<long long>(in.value("duration_ms", 0.0)));
+  result.module_path = in.value("module_path", "");
+  result.objects_compiled = in.value("objects_compiled", std::size_t{0});
+  result.objects_reused = in.value("objects_reused", std::size_t{0});
+}
+
 inline void to_json(nlohmann::json& out, const Rejection& rejection) {
   out = {{"reason", to_string(rejection.reason)}, {"message", rejection.message}, {"details", rejection.details}};
 }
@@ -358,6 +381,18 @@ inline void to_json(nlohmann::json& out, const SpeedupEstimate& estimate) {
          {"verdict", to_string(estimate.verdict)}};
 }
 
+inline void from_json(const nlohmann::json& in, SpeedupEstimate& estimate) {
+  estimate.baseline = in.value("baseline", "");
+  estimate.speedup = in.value("speedup", 0.0);
+  if (const auto interval = in.find("interval"); interval != in.end() && interval->is_array() && interval->size() == 2) {
+    estimate.interval_low = interval->at(0).get<double>();
+    estimate.interval_high = interval->at(1).get<double>();
+  }
+  estimate.confidence = in.value("confidence", 0.95);
+  estimate.threshold = in.value("threshold", 0.05);
+  estimate.verdict = parse_verdict(in.value("verdict", "")).value_or(Verdict::ambiguous);
+}
+
 inline void to_json(nlohmann::json& out, const ProfileResult& result) {
   out = {{"regime", to_string(result.regime)},
          {"timings", result.timings},
@@ -367,6 +402,23 @@ inline void to_json(nlohmann::json& out, const ProfileResult& result) {
          {"details", result.details}};
 }
 
+namespace detail {
+template <class T>
+void optional_from_json(const nlohmann::json& in, const char* key, std::optional<T>& value) {
+  value.reset();
+  if (const auto found = in.find(key); found != in.end() && !found->is_null()) value = found->get<T>();
+}
+}  // namespace detail
+
+inline void from_json(const nlohmann::json& in, ProfileResult& result) {
+  result.regime = parse_timing_regime(in.value("regime", "")).value_or(TimingRegime::per_call);
+  result.timings = in.value("timings", std::vector<TimingStats>{});
+  detail::optional_from_json(in, "versus_eager", result.versus_eager);
+  detail::optional_from_json(in, "versus_compile", result.versus_compile);
+  detail::optional_from_json(in, "rejection", result.rejection);
+  result.details = in.value("details", nlohmann::json::object());
+}
+
 inline void to_json(nlohmann::json& out, const Evaluation& evaluation) {
   out = {{"correct", evaluation.correct()},
          {"compile", evaluation.compile},
@@ -374,8 +426,20 @@ inline void to_json(nlohmann::json& out, const Evaluation& evaluation) {
          {"profile", detail::optional_json(evaluation.profile)}};
 }
 
+inline void from_json(const nlohmann::json& in, Evaluation& evaluation) {
+  evaluation.compile = in.value("compile", CompileResult{});
+  detail::optional_from_json(in, "verification", evaluation.verification);
+  detail::optional_from_json(in, "profile", evaluation.profile);
+}
+
 inline void to_json(nlohmann::json& out, const Reward& reward) {
   out = {{"value", reward.value}, {"label", reward.label}, {"explanation", reward.explanation}};
+}
+
+inline void from_json(const nlohmann::json& in, Reward& reward) {
+  reward.value = in.value("value", 0.0);
+  reward.label = in.value("label", "");
+  reward.explanation = in.value("explanation", "");
 }
 
 }  // namespace cuda_agent

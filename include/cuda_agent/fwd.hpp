@@ -74,6 +74,7 @@ struct Command;
 struct CommandResult;
 class SandboxError;
 class AnySandbox;
+class SandboxRef;
 
 // sandbox_options.hpp, process_sandbox.hpp, bubblewrap_sandbox.hpp, cuda_probe.hpp
 struct Mount;
@@ -142,25 +143,6 @@ class SpeedupReward;
 // evaluator.hpp
 class AnyEvaluator;
 
-// torch/output_check.hpp (component torch)
-struct OutputCheck;
-
-// tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
-enum class PathResolution;
-struct BashOptions;
-struct ReadOptions;
-struct WriteOptions;
-struct EditOptions;
-struct GrepOptions;
-struct GlobOptions;
-struct StandardToolOptions;
-class ReadTool;
-class WriteTool;
-class EditTool;
-class MultiEditTool;
-class GrepTool;
-class GlobTool;
-
 // task_loader.hpp
 class TaskLoadError;
 struct ConstructorParameter;
@@ -187,6 +169,46 @@ struct SandboxRequirements;
 // tools/compile_tool.hpp
 struct CompileToolOptions;
 
+// tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
+enum class PathResolution;
+struct BashOptions;
+struct ReadOptions;
+struct WriteOptions;
+struct EditOptions;
+struct GrepOptions;
+struct GlobOptions;
+struct StandardToolOptions;
+class ReadTool;
+class WriteTool;
+class EditTool;
+class MultiEditTool;
+class GrepTool;
+class GlobTool;
+
+// context_window.hpp
+enum class ContextRole;
+struct ContextOptions;
+struct CompactionOutcome;
+class ContextWindow;
+
+// agent_result.hpp
+enum class StopReason;
+struct ScoredCandidate;
+struct EpisodeResult;
+
+// agent_observer.hpp
+struct EpisodeProgress;
+class AgentObserver;
+struct CallbackObserver;
+class TerminalProgress;
+
+// agent_loop.hpp
+struct AgentBudget;
+struct AgentOptions;
+
+// optimize.hpp
+struct OptimizeOptions;
+struct OptimizeResult;
 // harness_worker.hpp
 class HarnessError;
 struct HarnessWorkerOptions;
@@ -204,5 +226,8 @@ struct TrustedEvaluatorOptions;
 
 // tools/verify_tool.hpp
 struct VerifyToolOptions;
+
+// torch/output_check.hpp (component torch)
+struct OutputCheck;
 
 }  // namespace cuda_agent

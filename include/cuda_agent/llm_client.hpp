@@ -65,6 +65,11 @@ class AnyLlmClient {
   [[nodiscard]] ChatResponse complete(const ChatRequest& request) { return self_->complete(request); }
   [[nodiscard]] std::string_view name() const { return self_->name(); }
 
+  /// For clients that play recorded answers (scripted, replay): skip the first `turns`
+  /// answers because a resumed episode already has them. Clients of live backends have
+  /// nothing to skip, and ignore it.
+  void resume_after(int turns) { self_->resume_after(turns); }
+
   /// The wrapped client, if it is a `C`.
   template <class C>
   [[nodiscard]] C* target() noexcept {
@@ -77,12 +82,16 @@ class AnyLlmClient {
     virtual ~Interface() = default;
     virtual ChatResponse complete(const ChatRequest& request) = 0;
     [[nodiscard]] virtual std::string_view name() const = 0;
+    virtual void resume_after(int turns) = 0;
   };
   template <class C>
   struct Model final : Interface {
     explicit Model(C value) : client(std::move(value)) {}
     ChatResponse complete(const ChatRequest& request) override { return client.complete(request); }
     [[nodiscard]] std::string_view name() const override { return client.name(); }
+    void resume_after(int turns) override {
+      if constexpr (requires { client.resume_after(turns); }) client.resume_after(turns);
+    }
     C client;
   };
   std::unique_ptr<Interface> self_;

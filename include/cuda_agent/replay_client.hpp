@@ -19,7 +19,7 @@
 ///     noise before comparing.
 /// Divergences are recorded, not thrown, unless `stop_on_structural_divergence` is set.
 
-#include <algorithm>    // min, mismatch, count_if
+#include <algorithm>    // min, max, mismatch, count_if
 #include <cctype>       // isdigit
 #include <cstddef>      // size_t
 #include <filesystem>   // path
@@ -137,6 +137,11 @@ class ReplayClient {
     ++next_turn_;
     detail::replay_as_deltas(turns_[turn].response, request);
     return turns_[turn].response;
+  }
+
+  /// Continues a resumed episode: the first `turns` recorded answers were already used.
+  void resume_after(int turns) {
+    next_turn_ = std::min(turns_.size(), static_cast<std::size_t>(std::max(turns, 0)));
   }
 
   [[nodiscard]] const std::vector<ReplayDivergence>& divergences() const noexcept { return divergences_; }

@@ -167,6 +167,24 @@ class AnySandbox {
 
 static_assert(Sandbox<AnySandbox>);
 
+/// Refers to a sandbox owned elsewhere, behind one type, without owning it: how the
+/// agent loop lends its sandbox to the tools of an episode. The sandbox must outlive it.
+class SandboxRef {
+ public:
+  template <class S>
+    requires(Sandbox<S> && !std::is_same_v<std::remove_cvref_t<S>, SandboxRef>)
+  SandboxRef(S& sandbox) noexcept  // NOLINT(google-explicit-constructor): a reference, converting on purpose
+      : object_(&sandbox), run_([](void* object, const Command& command) { return static_cast<S*>(object)->run(command); }) {}
+
+  [[nodiscard]] CommandResult run(const Command& command) const { return run_(object_, command); }
+
+ private:
+  void* object_;
+  CommandResult (*run_)(void*, const Command&);
+};
+
+static_assert(Sandbox<SandboxRef>);
+
 inline void to_json(nlohmann::json& out, const CapturedOutput& output) {
   out = {{"text", output.text}, {"total_bytes", output.total_bytes}, {"elided_bytes", output.elided_bytes}};
 }

@@ -33,7 +33,7 @@
 #include <string>       // string, to_string
 #include <string_view>  // string_view
 #include <utility>      // move
-#include <variant>      // variant, get_if
+#include <variant>      // variant, get_if, holds_alternative
 #include <vector>       // vector
 
 #include <nlohmann/json.hpp>
@@ -149,6 +149,13 @@ class ScriptedClient {
     const ChatResponse& response = std::get<ChatResponse>(step);
     detail::replay_as_deltas(response, request);
     return response;
+  }
+
+  /// Continues a resumed episode: skips the steps up to and including the `turns`-th
+  /// response (the answers the interrupted run already received and recorded).
+  void resume_after(int turns) {
+    for (int answered = 0; answered < turns && next_ < steps_.size(); ++next_)
+      if (std::holds_alternative<ChatResponse>(steps_[next_])) ++answered;
   }
 
   /// Every request received, in order (without their callbacks).

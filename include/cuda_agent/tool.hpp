@@ -12,6 +12,7 @@
 #include <filesystem>   // path, file_time_type
 #include <map>          // map
 #include <memory>       // unique_ptr, make_unique
+#include <optional>     // optional
 #include <stop_token>   // stop_token
 #include <string>       // string
 #include <string_view>  // string_view
@@ -22,6 +23,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/message.hpp"
+#include "cuda_agent/sandbox.hpp"
 
 namespace cuda_agent {
 
@@ -68,6 +70,11 @@ class ToolContext {
     return found == read_files_.end() ? nullptr : &found->second;
   }
 
+  /// The sandbox the episode's untrusted commands run in, when the host (the agent loop)
+  /// lends one; tools that run commands use it rather than a sandbox of their own.
+  [[nodiscard]] const std::optional<SandboxRef>& sandbox() const noexcept { return sandbox_; }
+  void set_sandbox(SandboxRef sandbox) { sandbox_ = sandbox; }
+
   /// Fires when the episode is cancelled; long-running tools should stop.
   [[nodiscard]] const std::stop_token& cancellation() const noexcept { return cancellation_; }
   void set_cancellation(std::stop_token token) { cancellation_ = std::move(token); }
@@ -78,6 +85,7 @@ class ToolContext {
   std::filesystem::path working_directory_;
   std::map<std::filesystem::path, std::filesystem::file_time_type> read_files_;
   std::stop_token cancellation_;
+  std::optional<SandboxRef> sandbox_;
 };
 
 /// Something the model can call.

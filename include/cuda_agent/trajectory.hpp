@@ -33,6 +33,7 @@
 #include <optional>     // optional
 #include <stdexcept>    // runtime_error
 #include <string>       // string, getline
+#include <string_view>  // string_view
 #include <utility>      // move
 #include <vector>       // vector
 
@@ -139,6 +140,38 @@ namespace trajectory_event {
   event["duration_ms"] = duration_ms;
   if (!response.model.empty()) event["model"] = response.model;
   return event;
+}
+
+[[nodiscard]] inline nlohmann::json tool_result(int turn, const Message& message, double duration_ms,
+                                                nlohmann::json metadata = nlohmann::json::object()) {
+  nlohmann::json event = trajectory_event::message(turn, message);
+  event["duration_ms"] = duration_ms;
+  event["metadata"] = std::move(metadata);
+  return event;
+}
+
+[[nodiscard]] inline nlohmann::json evaluation(int turn, std::string_view candidate_hash, nlohmann::json evaluation,
+                                               nlohmann::json reward, bool best) {
+  return {{"type", "evaluation"}, {"turn", turn},          {"candidate_hash", candidate_hash},
+          {"evaluation", std::move(evaluation)}, {"reward", std::move(reward)}, {"best", best}};
+}
+
+[[nodiscard]] inline nlohmann::json compaction(int turn, std::string_view kind, nlohmann::json detail) {
+  return {{"type", "compaction"}, {"turn", turn}, {"kind", kind}, {"detail", std::move(detail)}};
+}
+
+[[nodiscard]] inline nlohmann::json budget(int turn, int turns, const Usage& usage, double elapsed_s) {
+  return {{"type", "budget"},
+          {"turn", turn},
+          {"turns", turns},
+          {"prompt_tokens", usage.prompt_tokens},
+          {"completion_tokens", usage.completion_tokens},
+          {"elapsed_s", elapsed_s},
+          {"cost_usd", usage.cost_usd ? nlohmann::json(*usage.cost_usd) : nlohmann::json(nullptr)}};
+}
+
+[[nodiscard]] inline nlohmann::json finish(std::string_view reason, std::string_view message, nlohmann::json best) {
+  return {{"type", "finish"}, {"reason", reason}, {"message", message}, {"best", std::move(best)}};
 }
 
 }  // namespace trajectory_event

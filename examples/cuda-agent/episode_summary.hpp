@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+// What `optimize` and `demo` print when an episode ends, and the pieces both parse.
+
+#include <cuda_agent/optimize.hpp>
+
+#include <cstdio>       // snprintf
+#include <cstdlib>      // getenv
+#include <filesystem>   // path
+#include <optional>     // optional
+#include <ostream>      // ostream
+#include <stdexcept>    // runtime_error
+#include <string>       // string
+
+namespace cuda_agent::cli {
+
+/// A command line the user has to correct; the message says how.
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+inline std::string format_number(double value, const char* format) {
+  char text[64];
+  std::snprintf(text, sizeof text, format, value);
+  return text;
+}
+
+inline std::string describe_speedup(const std::optional<SpeedupEstimate>& estimate) {
+  if (!estimate) return "not measured";
+  return format_number(estimate->speedup, "%.2fx") + " [" + format_number(estimate->interval_low, "%.2f") + ", " +
+         format_number(estimate->interval_high, "%.2f") + "] " + std::string(to_string(estimate->verdict));
+}
+
+/// The end of an episode: why it stopped, the best trusted result, where the outputs are.
+inline void print_episode_summary(const OptimizeResult& result, std::ostream& out) {
+  const EpisodeResult& episode = result.episode;
+  out << "\nepisode    " << to_string(episode.reason) << " after " << episode.turns << " turns, "
+      << format_number(episode.elapsed.count(), "%.1f") << " s: " << episode.message << "\n";
+  out << "evaluated  " << episode.evaluations.size() << " candidate(s) the trusted way\n";
+  if (episode.best) {
+    const ScoredCandidate& best = *episode.best;
+    out << "best       reward " << best.reward.value << " (" << best.reward.label << "), scored after turn "
+        << best.turn << "\n";
+    if (best.evaluation.profile) {
+      out << "speedup    vs eager " << describe_speedup(best.evaluation.profile->versus_eager) << "\n"
+          << "           vs torch.compile " << describe_speedup(best.evaluation.profile->versus_compile) << "\n";
+    } else if (best.evaluation.correct() && !result.timed) {
+      out << "speedup    not measured: timing against eager PyTorch and torch.compile needs a GPU "
+             "(device \"cuda\"); on the CPU a correct candidate earns reward 1, rewards 2 and 3 need a GPU\n";
+    }
+    out << "candidate  " << episode.best_directory.string() << "\n";
+  } else {
+    out << "best       no candidate was scored\n";
+  }
+  out << "report     " << (episode.output_directory / "report.md").string() << " (and report.json)\n"
+      << "trajectory " << episode.trajectory.string() << "\n";
+}
+
+/// The Python with torch: `--python`, else `$CUDA_AGENT_PYTHON`, else the interpreter this
+/// program was configured with (CMake's CUDA_AGENT_PYTHON), else python3.
+inline std::filesystem::path python_for_harness(const std::filesystem::path& given) {
+  if (!given.empty()) return given;
+  if (const char* environment = std::getenv("CUDA_AGENT_PYTHON"); environment && *environment) return environment;
+#ifdef CUDA_AGENT_CLI_DEFAULT_PYTHON
+  if (std::filesystem::exists(CUDA_AGENT_CLI_DEFAULT_PYTHON)) return CUDA_AGENT_CLI_DEFAULT_PYTHON;
+#endif
+  return "python3";
+}
+
+inline int parse_whole_number(const std::string& option, const std::string& text, long long low, long long high) {
+  std::size_t used = 0;
+  long long value = 0;
+  try {
+    value = std::stoll(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value < low || value > high)
+    throw UsageError(option + " expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
+                     ", not '" + text + "'");
+  return static_cast<int>(value);
+}
+
+}  // namespace cuda_agent::cli
