@@ -108,7 +108,7 @@ TEST_CASE("tool schemas pass draft 2020-12 and OpenAI's request schema, and vali
     const ca::ToolSpec* spec = nullptr;
     const std::vector<ca::ToolSpec> specs = registry.specs();
     for (const ca::ToolSpec& each : specs)
-      if (each.name == sample[0]) spec = &each;
+      if (each.name == sample[0].get<std::string>()) spec = &each;
     REQUIRE(spec != nullptr);
     const bool valid = ca::detail::describe_argument_errors(spec->name, spec->parameters, sample[1]).empty();
     data["samples"].push_back({{"tool", sample[0]}, {"arguments", sample[1]}, {"valid", valid}});
