@@ -98,7 +98,8 @@ def test_a_short_contender_switches_all_contenders_to_batches():
     result = session("honest", short_kernel_us=1e9, compile_enabled=True)
     assert result["ok"], result
     assert result["regime"] == timing.BATCHED  # no graphs on the CPU
-    assert "candidate" in result["regime_reason"] or "eager" in result["regime_reason"]
+    # The reason names the shortest contender, which any of the three can be on a loaded CPU.
+    assert any(name in result["regime_reason"] for name in ("candidate", "eager", "compile")), result["regime_reason"]
     calls = result["calls_per_sample"]
     assert calls >= 2
     for each in result["rounds"]:
