@@ -89,19 +89,20 @@ def story(device):
           [("Write", {"file_path": path, "content": read(device, "v1", path)}) for path in sorted(files)] +
           [("Compile", {})],
           [(True, f"wrote {path}") for path in sorted(files)] +
-          [(False, "the build fails: " + ("namespace \"at::cuda\" has no member \"getCurrentCUDAStream\""
+          [(False, "the build fails: " + ("no instance of function template \"row_dot\" matches the argument list"
                                           if cuda else "'gemm_divide_sum_scale_kernel' was not declared in this scope"))])
 
     if cuda:
-        s.say("at::cuda::getCurrentCUDAStream is declared in ATen/cuda/CUDAContext.h, which I did not include.",
-              [("Edit", {"file_path": "kernels/gemm_sum.cu", "old_string": "#include <torch/extension.h>\n",
-                         "new_string": "#include <torch/extension.h>\n#include <ATen/cuda/CUDAContext.h>\n"}),
+        s.say("row_dot takes its block size as a template argument (it sizes the shared array of warp sums), "
+              "and a kernel launch cannot deduce it: the launch must name it.",
+              [("Edit", {"file_path": "kernels/gemm_sum.cu", "old_string": "row_dot<<<",
+                         "new_string": "row_dot<256><<<"}),
                ("Compile", {}), ("Verify", {})],
               [(True, "edited"), (True, "build succeeded"),
                (False, "REJECTED: values differ; every output is twice the reference")])
         s.say("Every value is exactly twice the reference: I folded the scaling factor into the column sums "
               "but forgot the division by 2.",
-              [("Edit", {"file_path": "kernels/gemm_sum.cu", "old_string": "static_cast<float>(scaling_factor)",
+              [("Edit", {"file_path": "kernels/binding.cpp", "old_string": "static_cast<float>(scaling_factor)",
                          "new_string": "static_cast<float>(scaling_factor / 2.0)"}),
                ("Verify", {})],
               [(True, "edited"), (True, "CORRECT")], scored=True)
@@ -111,7 +112,7 @@ def story(device):
                (True, "column_sums takes most of the candidate's time: one thread per column leaves most SMs idle")])
         s.say("column_sums runs one thread per column, so only a few dozen blocks stream all of W. I will split "
               "the rows into chunks (partial column sums per chunk, then a small pass that adds the chunks in a "
-              "fixed order), read W and x as float4, and move the PyTorch-facing code into binding.cpp.",
+              "fixed order) and read W and x as float4; the binding sizes the larger workspace.",
               [("Write", {"file_path": "kernels/gemm_sum.cu", "content": read(device, "final", "kernels/gemm_sum.cu")}),
                ("Write", {"file_path": "kernels/binding.cpp", "content": read(device, "final", "kernels/binding.cpp")}),
                ("Compile", {}), ("Verify", {}), ("Profile", {"target": "candidate"})],
