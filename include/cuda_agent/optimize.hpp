@@ -134,7 +134,8 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
     make_open_directory(output);
     WorkspaceOptions workspace_options;
     workspace_options.device = outcome.device;
-    materialize_workspace(task, outcome.workspace, workspace_options);
+    // The loop reopens the workspace by its path; the description returned here is not needed.
+    (void)materialize_workspace(task, outcome.workspace, workspace_options);
   }
   for (const char* name : {"", "build", "evaluations", "harness"}) make_open_directory(work / name);
   // The scripts the Profile tool runs, fresh from this build (a resumed run may be older).
