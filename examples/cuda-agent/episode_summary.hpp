@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// What `optimize` and `demo` print when an episode ends, and the pieces both parse.
+// What `optimize` and `demo` print when an episode ends, and where they find Python.
 
 #include <cuda_agent/optimize.hpp>
 
@@ -13,13 +13,9 @@
 #include <stdexcept>    // runtime_error
 #include <string>       // string
 
-namespace cuda_agent::cli {
+#include "command_line.hpp"
 
-/// A command line the user has to correct; the message says how.
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
+namespace cuda_agent::cli {
 
 inline std::string format_number(double value, const char* format) {
   char text[64];
@@ -67,20 +63,6 @@ inline std::filesystem::path python_for_harness(const std::filesystem::path& giv
   if (std::filesystem::exists(CUDA_AGENT_CLI_DEFAULT_PYTHON)) return CUDA_AGENT_CLI_DEFAULT_PYTHON;
 #endif
   return "python3";
-}
-
-inline int parse_whole_number(const std::string& option, const std::string& text, long long low, long long high) {
-  std::size_t used = 0;
-  long long value = 0;
-  try {
-    value = std::stoll(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < low || value > high)
-    throw UsageError(option + " expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
-                     ", not '" + text + "'");
-  return static_cast<int>(value);
 }
 
 }  // namespace cuda_agent::cli

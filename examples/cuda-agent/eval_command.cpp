@@ -28,6 +28,7 @@
 
 #include <unistd.h>  // geteuid, getpid
 
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace cuda_agent::cli {
@@ -104,25 +105,6 @@ struct EvalOptions {
   std::string compile_mode = "default";
 };
 
-class UsageError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-int to_int(const std::string& option, const std::string& text, int low, int high) {
-  std::size_t used = 0;
-  int value = 0;
-  try {
-    value = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value < low || value > high)
-    throw UsageError(option + " expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) +
-                     ", not '" + text + "'");
-  return value;
-}
-
 double to_fraction(const std::string& option, const std::string& text) {
   std::size_t used = 0;
   double value = 0;
@@ -168,9 +150,9 @@ EvalOptions parse(std::span<const std::string> arguments) {
     } else if (argument == "--strict") {
       options.strict = true;
     } else if (argument == "--input-sets") {
-      options.input_sets = to_int(argument, value(), 1, 1000);
+      options.input_sets = parse_whole_number(argument, value(), 1, 1000);
     } else if (argument == "--runs") {
-      options.runs = to_int(argument, value(), 1, 100);
+      options.runs = parse_whole_number(argument, value(), 1, 100);
     } else if (argument == "--seeds") {
       std::string list = value();
       for (std::size_t start = 0; start <= list.size();) {
@@ -187,7 +169,7 @@ EvalOptions parse(std::span<const std::string> arguments) {
     } else if (argument == "--no-static-checks") {
       options.static_checks = false;
     } else if (argument == "--timeout") {
-      options.timeout_seconds = to_int(argument, value(), 1, 86400);
+      options.timeout_seconds = parse_whole_number(argument, value(), 1, 86400);
     } else if (argument == "--python") {
       options.python = value();
     } else if (argument == "--cache-dir") {
@@ -195,7 +177,7 @@ EvalOptions parse(std::span<const std::string> arguments) {
     } else if (argument == "--work-dir") {
       options.work_directory = value();
     } else if (argument == "--gpu") {
-      options.gpu = to_int(argument, value(), 0, 255);
+      options.gpu = parse_whole_number(argument, value(), 0, 255);
     } else if (argument == "--unconfined") {
       options.unconfined = true;
     } else if (argument == "--quiet") {
@@ -209,7 +191,7 @@ EvalOptions parse(std::span<const std::string> arguments) {
     } else if (argument == "--threshold") {
       options.threshold = to_fraction(argument, value());
     } else if (argument == "--timing-seconds") {
-      options.timing_seconds = to_int(argument, value(), 1, 3600);
+      options.timing_seconds = parse_whole_number(argument, value(), 1, 3600);
     } else if (argument == "--compile-mode") {
       options.compile_mode = value();
     } else if (!argument.empty() && argument[0] == '-') {
