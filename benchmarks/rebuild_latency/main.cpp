@@ -92,8 +92,10 @@ std::string kernel_header(bool cuda) {
   return "#pragma once\n#include <cstdint>\nvoid launch_leaky(const float* in, float* out, std::int64_t n);\n";
 }
 
-std::string binding_source(bool cuda, const std::string& doc) {
-  std::string text = "#include <torch/extension.h>\n";
+// `torch_header`: <torch/python.h> as the starter binding and the SKILL have it, or
+// <torch/extension.h>, which gets the heavier precompiled header of torch's C++ frontend.
+std::string binding_source(bool cuda, const std::string& doc, const std::string& torch_header = "torch/python.h") {
+  std::string text = "#include <" + torch_header + ">\n";
   if (cuda) text += "#include <ATen/cuda/CUDAContext.h>\n";
   text += "#include \"kernel.h\"\n"
           "torch::Tensor leaky(const torch::Tensor& input) {\n"
@@ -185,8 +187,8 @@ int main(int argc, char** argv) {
   const ca::Toolchain& tools = driver.toolchain();
   const double probe_seconds = seconds(started, clock());
   started = clock();
-  driver.prepare();
-  rows.push_back({"precompiled header ready (once per toolchain)", {{seconds(started, clock()), 0, 0}}, ""});
+  driver.prepare(/*with_frontend=*/true);
+  rows.push_back({"precompiled headers ready (once per toolchain)", {{seconds(started, clock()), 0, 0}}, ""});
 
   const std::filesystem::path candidate = work / "candidate";
   const std::filesystem::path build = work / "build";
@@ -218,7 +220,8 @@ int main(int argc, char** argv) {
   rows.push_back(noop);
 
   Row kernel{"one-line change to " + kernel_file, {}, ""};
-  Row binding{"change to kernels/binding.cpp", {}, ""};
+  Row binding{"change to kernels/binding.cpp (<torch/python.h>)", {}, ""};
+  Row frontend_binding{"change to a binding with <torch/extension.h>", {}, ""};
   Row revert{"change reverted (object cache hit)", {}, ""};
   for (int r = 0; r < repetitions; ++r) {
     std::cerr << "repetition " << r + 1 << "/" << repetitions << "...\n";
@@ -226,12 +229,15 @@ int main(int argc, char** argv) {
     timed_build(kernel);
     write(candidate, "kernels/binding.cpp", binding_source(cuda, "leaky relu " + token()));
     timed_build(binding);
+    write(candidate, "kernels/binding.cpp", binding_source(cuda, "leaky relu " + token(), "torch/extension.h"));
+    timed_build(frontend_binding);
     write(candidate, kernel_file, kernel_source(cuda, "0.0" + unique));
     write(candidate, "kernels/binding.cpp", binding_source(cuda, "leaky relu " + unique));
     timed_build(revert);
   }
   rows.push_back(kernel);
   rows.push_back(binding);
+  rows.push_back(frontend_binding);
   rows.push_back(revert);
 
   // The module works: import it and run it once.

@@ -580,6 +580,14 @@ class HarnessVerifier {
     result.details["scales"] = reference_arguments["scales"];
     result.details["tolerance"] = policy_.tolerance;
     result.details["device"] = options_.device;
+    // Where the workers' start-up went (interpreter, torch import, warm-up), for whoever
+    // measures a cold verification.
+    auto startup = [](const HarnessWorker& worker) {
+      const nlohmann::json& ready = worker.ready_message();
+      return ready.is_object() ? ready.value("startup", nlohmann::json()) : nlohmann::json();
+    };
+    result.details["worker_startup"] = {{"reference", startup(*state_->reference)},
+                                        {"candidate", startup(*state_->candidate)}};
     return result;
   }
 

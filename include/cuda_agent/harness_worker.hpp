@@ -76,6 +76,11 @@ struct HarnessWorkerOptions {
   /// Resource limits of the worker (and so of the children it forks).
   ResourceLimits limits;
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
+  /// Fork the child of the next request ahead of it, between requests, and let it prepare
+  /// the device (on CUDA: context, allocator, thread pools; 0.3 to 0.5 s) while the worker
+  /// waits. A request then starts with that done. The idle child holds a CUDA context
+  /// (about 0.5 GB of device memory); false forks each child when its request arrives.
+  bool prepared_child = true;
   /// How long the worker process may live; it is restarted afterwards.
   std::chrono::milliseconds lifetime{std::chrono::hours(24)};
 };
@@ -249,6 +254,7 @@ class HarnessWorker {
       command.argv.push_back("--scrub");
       command.argv.push_back(directory);
     }
+    if (!options_.prepared_child) command.argv.push_back("--no-prepared-child");
     command.environment = options_.environment;
     command.timeout = options_.lifetime;
     command.output_limit = 64 * 1024;

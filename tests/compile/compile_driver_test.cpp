@@ -6,6 +6,8 @@
 #include <algorithm>   // any_of, count_if
 #include <chrono>      // steady_clock, seconds
 #include <filesystem>  // path, exists
+#include <iterator>    // next
+#include <map>         // map
 #include <string>      // string
 #include <thread>      // thread
 #include <vector>      // vector
@@ -62,35 +64,53 @@ TEST_CASE("a torch CPU extension builds, imports and computes in Python", "[pyth
   for (const auto& argv : commands) CHECK(argv.front() == driver.toolchain().cxx.string());
 }
 
-TEST_CASE("the precompiled torch header is built once and then reused", "[python]") {
+TEST_CASE("the precompiled torch headers are built once and then reused, the lighter one for bindings", "[python]") {
   ScratchDirectory scratch("pch");
-  ca::testing::write_files(scratch / "candidate", ca::testing::torch_candidate("3.0"));
   RecordingSandbox first_sandbox;
   ca::CompileDriver first(first_sandbox, ca::testing::cpu_options());
-  first.prepare();  // builds it if no earlier test (or run) did
+  first.prepare(/*with_frontend=*/true);  // builds them if no earlier test (or run) did
 
-  // A second driver (as in another process) finds it ready.
-  RecordingSandbox sandbox;
-  ca::CompileOptions options = ca::testing::cpu_options();
-  ca::CompileDriver driver(sandbox, options);
-  const ca::CompileResult result = driver.build(scratch / "candidate", scratch / "build");
-  INFO(describe(result));
-  REQUIRE(result.succeeded);
-  REQUIRE(result.details.contains("precompiled_header"));
-  CHECK(result.details["precompiled_header"]["built_now"] == false);
-  const std::filesystem::path header = result.details["precompiled_header"]["path"].get<std::string>();
-  CHECK(std::filesystem::exists(header));
-  // The torch file, when compiled, was given the header; gcc says when it cannot use one.
-  for (const auto& argv : sandbox.commands()) {
-    if (std::find(argv.begin(), argv.end(), "kernels/binding.cpp") == argv.end()) continue;
-    CHECK(std::find(argv.begin(), argv.end(), "-include") != argv.end());
-    CHECK(std::find(argv.begin(), argv.end(), "-Winvalid-pch") != argv.end());
-  }
-  CHECK(result.log.find("not used because") == std::string::npos);
-  // Files that do not include torch are compiled without it.
-  for (const auto& argv : sandbox.commands())
-    if (std::find(argv.begin(), argv.end(), "kernels/scale.cpp") != argv.end())
-      CHECK(std::find(argv.begin(), argv.end(), "-include") == argv.end());
+  // Builds `candidate` with a second driver (as in another process), which finds the
+  // headers ready, and returns the header its torch file was given.
+  auto header_of = [&](const std::string& name, std::map<std::string, std::string> candidate, const std::string& tier) {
+    candidate["kernels/binding.cpp"] += "// " + ca::testing::fresh_token() + ": not in the object cache\n";
+    ca::testing::write_files(scratch / name, candidate);
+    RecordingSandbox sandbox;
+    ca::CompileDriver driver(sandbox, ca::testing::cpu_options());
+    const ca::CompileResult result = driver.build(scratch / name, scratch / (name + "-build"));
+    INFO(describe(result));
+    REQUIRE(result.succeeded);
+    REQUIRE(result.details.contains("precompiled_headers"));
+    const nlohmann::json& headers = result.details["precompiled_headers"];
+    CHECK(headers.size() == 1);
+    REQUIRE(headers.contains(tier));
+    CHECK(headers[tier]["built_now"] == false);
+    const std::filesystem::path header = headers[tier]["path"].get<std::string>();
+    CHECK(std::filesystem::exists(header));
+    // gcc says when it cannot use a precompiled header.
+    CHECK(result.log.find("not used because") == std::string::npos);
+    std::string given;
+    for (const auto& argv : sandbox.commands()) {
+      const bool binding = std::find(argv.begin(), argv.end(), "kernels/binding.cpp") != argv.end();
+      const auto include = std::find(argv.begin(), argv.end(), "-include");
+      if (binding) {
+        REQUIRE(include != argv.end());
+        CHECK(std::find(argv.begin(), argv.end(), "-Winvalid-pch") != argv.end());
+        given = *std::next(include);
+      }
+      // Files that do not include torch are compiled without it.
+      if (std::find(argv.begin(), argv.end(), "kernels/scale.cpp") != argv.end()) CHECK(include == argv.end());
+    }
+    return given;
+  };
+  const std::string frontend = header_of("extension", ca::testing::torch_candidate("3.0"), "frontend");
+  const std::string bindings =
+      header_of("python", ca::testing::torch_candidate("3.5", "torch/python.h"), "bindings");
+  CHECK_FALSE(frontend.empty());
+  CHECK_FALSE(bindings.empty());
+  CHECK(frontend != bindings);
+  CHECK(ca::detail::read_file(bindings).find("#include <torch/python.h>") != std::string::npos);
+  CHECK(ca::detail::read_file(frontend).find("#include <torch/extension.h>") != std::string::npos);
 }
 
 TEST_CASE("changing one file recompiles only that file", "[python]") {

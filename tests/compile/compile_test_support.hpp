@@ -101,10 +101,11 @@ inline std::map<std::string, std::string> plain_candidate(const std::string& off
 
 /// A torch extension: a binding that includes torch/extension.h (the expensive file,
 /// the same in every test so that it is compiled once) and a plain C++ kernel.
-inline std::map<std::string, std::string> torch_candidate(const std::string& scale) {
+inline std::map<std::string, std::string> torch_candidate(const std::string& scale,
+                                                          const std::string& torch_header = "torch/extension.h") {
   return {
       {"kernels/binding.cpp",
-       "#include <torch/extension.h>\n"
+       "#include <" + torch_header + ">\n"
        "#include \"scale.h\"\n"
        "\n"
        "torch::Tensor scale(torch::Tensor input) {\n"

@@ -7,6 +7,8 @@
 #include <cuda_agent/tools/compile_tool.hpp>
 
 #include <algorithm>  // find
+#include <map>        // map
+#include <set>        // set
 #include <string>     // string
 #include <vector>     // vector
 
@@ -113,8 +115,28 @@ TEST_CASE("files that include torch are found through the candidate's own header
       {"kernels/plain.cpp", "#include <vector>\n#include \"plain.h\"\n"},
       {"kernels/plain.h", "// #include <torch/extension.h> is mentioned in a comment only\n"},
   };
-  CHECK(ca::detail::compile::includes_torch("kernels/binding.cpp", files));
-  CHECK_FALSE(ca::detail::compile::includes_torch("kernels/plain.cpp", files));
+  CHECK(ca::detail::compile::torch_includes("kernels/binding.cpp", files) == std::set<std::string>{"torch/types.h"});
+  CHECK(ca::detail::compile::torch_includes("kernels/plain.cpp", files).empty());
+}
+
+TEST_CASE("a file that includes torch's C++ frontend, even through its own headers, gets the frontend header", "[compile]") {
+  namespace compile = ca::detail::compile;
+  const std::map<std::string, std::string> files = {
+      {"kernels/binding.cpp", "#include <torch/python.h>\n#include \"common/checks.h\"\n"},
+      {"kernels/common/checks.h", "#pragma once\n  #  include <c10/util/Exception.h>\n#include \"../nn_bits.h\"\n"},
+      {"kernels/nn_bits.h", "#include <torch/nn/functional.h>\n"},
+      {"kernels/plain.cpp", "#include \"plain.h\"\n#include <vector>\n"},
+      {"kernels/plain.h", "int plain();\n"},
+      {"kernels/light.cpp", "#include <torch/types.h>\n#include <pybind11/pybind11.h>\n"}};
+  const std::set<std::string> binding = compile::torch_includes("kernels/binding.cpp", files);
+  CHECK(binding == std::set<std::string>{"torch/python.h", "c10/util/Exception.h", "torch/nn/functional.h"});
+  CHECK(compile::torch_includes("kernels/plain.cpp", files).empty());
+  const ca::CompileOptions defaults;
+  CHECK(compile::includes_any_of(binding, defaults.precompiled_header_frontend_prefixes));
+  CHECK_FALSE(compile::includes_any_of(compile::torch_includes("kernels/light.cpp", files),
+                                       defaults.precompiled_header_frontend_prefixes));
+  CHECK(compile::includes_any_of({"torch/extension.h"}, defaults.precompiled_header_frontend_prefixes));
+  CHECK(compile::includes_any_of({"torch/torch.h"}, defaults.precompiled_header_frontend_prefixes));
 }
 
 TEST_CASE("the dynamic symbol reader finds what a shared object needs and defines", "[compile]") {

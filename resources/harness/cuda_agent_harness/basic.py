@@ -21,7 +21,8 @@ from .registry import handler
 def ping(args: dict, context) -> dict:
     return {"pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(), "torch": torch.__version__,
             "python": sys.version.split()[0], "role": context.role, "device": context.device,
-            "cuda_initialized_before_fork": torch.cuda.is_initialized(), "echo": args.get("echo")}
+            "cuda_initialized_before_fork": context.cuda_initialized_at_fork,
+            "cuda_initialized": torch.cuda.is_initialized(), "echo": args.get("echo")}
 
 
 @handler("diagnose")

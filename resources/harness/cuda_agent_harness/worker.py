@@ -2,6 +2,12 @@
 """A warm worker: imports torch once (without initialising CUDA), then serves requests,
 each in a child forked for it.
 
+The child for the next request is forked ahead of it and prepares the device while the
+worker waits (on CUDA: the context, torch's thread pools and dispatch modes, 0.3 to 0.5 s),
+then blocks until its request arrives over a private pipe. It has run no request and
+imported nothing a request names, so it is as clean as a child forked on demand; what it
+saves is the wait. ``--no-prepared-child`` forks on demand only.
+
 Protocol: JSON lines. The host writes requests into the ``--requests`` FIFO and reads
 replies from the ``--replies`` FIFO; both are opened once at start, after which the host
 removes them from the filesystem, so no process started later can reach them.
@@ -145,11 +151,15 @@ class TailBuffer:
 class RequestContext:
     """What a handler gets besides its arguments."""
 
-    def __init__(self, request_id: str, report_fd: int, deadline: float, device: str, role: str):
+    def __init__(self, request_id: str, report_fd: int, deadline: float, device: str, role: str,
+                 cuda_initialized_at_fork: bool = False):
         self.request_id = request_id
         self.deadline = deadline
         self.device = device
         self.role = role
+        #: Whether CUDA was initialised in the worker when this child was forked (it must
+        #: not be: a forked child cannot use a parent's CUDA context).
+        self.cuda_initialized_at_fork = cuda_initialized_at_fork
         self._report_fd = report_fd
 
     def emit(self, event: dict) -> None:
@@ -193,14 +203,59 @@ def kill_leftovers(process_group: int) -> int:
     return left + _reap_all()
 
 
+class Child:
+    """A forked child as the worker sees it: its pid, the read ends of its report and output
+    pipes, and (for a prepared child still waiting) the write end of its request pipe."""
+
+    def __init__(self, pid: int, report_r: int, output_r: int, request_w: int | None):
+        self.pid = pid
+        self.report_r = report_r
+        self.output_r = output_r
+        self.request_w = request_w
+
+    def hand(self, request: dict, deadline: float) -> bool:
+        """Gives a prepared child its request; False if the child is gone."""
+        message = {"id": request.get("id", ""), "handler": request.get("handler", ""),
+                   "args": request.get("args") or {}, "deadline": deadline}
+        try:
+            _write_all(self.request_w, encode(message))
+        except OSError:  # BrokenPipeError: it died while preparing
+            return False
+        finally:
+            os.close(self.request_w)
+            self.request_w = None
+        return True
+
+    def close(self) -> None:
+        for fd in (self.report_r, self.output_r, self.request_w):
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.report_r = self.output_r = self.request_w = None
+
+    def abandon(self) -> None:
+        """Kills the child and its group and reaps it."""
+        _kill_group(self.pid)
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass
+        self.close()
+
+
 class Worker:
-    def __init__(self, role: str, device: str, requests_fd: int, replies_fd: int, scrub: list[str]):
+    def __init__(self, role: str, device: str, requests_fd: int, replies_fd: int, scrub: list[str],
+                 prepared_child: bool = True):
         self.role = role
         self.device = device
         self.requests = LineReader(requests_fd, REPORT_LIMIT)
         self.replies_fd = replies_fd
         self.pending: list[dict] = []
         self.scrub = {path: set(_listdir(path)) for path in scrub}
+        self.prepared_child = prepared_child
+        self.spare: Child | None = None
 
     def reply(self, message: dict) -> None:
         _write_all(self.replies_fd, encode(message))
@@ -226,13 +281,48 @@ class Worker:
             self.pending.append(message)
 
     def serve(self) -> None:
-        while True:
-            request = self.next_request()
-            if request is None or request.get("shutdown"):
-                return
-            if "cancel" in request:
-                continue  # nothing runs: the request it names is over already
-            self.run(request)
+        try:
+            while True:
+                self._keep_spare()
+                request = self.next_request()
+                if request is None or request.get("shutdown"):
+                    return
+                if "cancel" in request:
+                    continue  # nothing runs: the request it names is over already
+                self.run(request)
+        finally:
+            if self.spare is not None:
+                self.spare.abandon()
+                self.spare = None
+
+    def _keep_spare(self) -> None:
+        """Forks the prepared child of the next request, between requests only: preparing
+        it while a request runs would compete with that request (a timing session above
+        all) for the CPU and the device."""
+        if self.prepared_child and self.spare is None:
+            self.spare = self._fork(None)
+
+    def _fork(self, request: tuple[dict, float] | None) -> Child:
+        """Forks a child for ``request`` (its message and deadline), or, with None, a
+        prepared child that waits for its request on a pipe of its own."""
+        report_r, report_w = os.pipe()
+        output_r, output_w = os.pipe()
+        request_r = request_w = None
+        if request is None:
+            request_r, request_w = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            inherited = [report_r, output_r, self.requests.fd, self.replies_fd]
+            if request_w is not None:
+                inherited.append(request_w)
+            self._child(report_w, output_w, request_r, inherited, request)
+        os.close(report_w)
+        os.close(output_w)
+        if request_r is not None:
+            os.close(request_r)
+        os.set_blocking(report_r, False)
+        os.set_blocking(output_r, False)
+        return Child(pid, report_r, output_r, request_w)
 
     def run(self, request: dict) -> None:
         request_id = str(request.get("id", ""))
@@ -247,15 +337,13 @@ class Worker:
         timeout = max(0.001, float(request.get("timeout_ms", 600_000)) / 1000.0)
         started = time.monotonic()
         deadline = started + timeout
-        report_r, report_w = os.pipe()
-        output_r, output_w = os.pipe()
-        pid = os.fork()
-        if pid == 0:
-            self._child(function, request, request_id, deadline, report_r, report_w, output_r, output_w)
-        os.close(report_w)
-        os.close(output_w)
-        os.set_blocking(report_r, False)
-        os.set_blocking(output_r, False)
+        child, self.spare = self.spare, None
+        if child is not None and not child.hand(request, deadline):
+            child.abandon()
+            child = None
+        if child is None:
+            child = self._fork((request, deadline))
+        pid, report_r, output_r = child.pid, child.report_r, child.output_r
         report = LineReader(report_r, REPORT_LIMIT)
         output = TailBuffer(OUTPUT_LIMIT)
         result = None
@@ -306,8 +394,7 @@ class Worker:
                 break
         if output is not None:
             output_text, output_total = output.text(), output.total
-        os.close(report_r)
-        os.close(output_r)
+        child.close()
         self._scrub()
         exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
         killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
@@ -331,8 +418,13 @@ class Worker:
             error = message["error"]
         return result, error
 
-    def _child(self, function, request, request_id, deadline, report_r, report_w, output_r, output_w):
+    def _child(self, report_w: int, output_w: int, request_r: int | None, inherited: list[int],
+               request: tuple[dict, float] | None) -> None:
+        """The forked child: leaves the worker's process group and descriptors, then runs
+        ``request``; a prepared child (``request`` None) first prepares the device and
+        waits for its request on ``request_r``. Never returns."""
         code = 1
+        cuda_at_fork = _cuda_initialized()
         try:
             os.setpgid(0, 0)
             _prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
@@ -340,12 +432,21 @@ class Worker:
             os.dup2(null, 0)
             os.dup2(output_w, 1)
             os.dup2(output_w, 2)
-            for fd in (null, output_w, output_r, report_r, self.requests.fd, self.replies_fd):
+            for fd in [null, output_w] + inherited:
                 os.close(fd)
             sys.stdout = open(1, "w", buffering=1, closefd=False)
             sys.stderr = open(2, "w", buffering=1, closefd=False)
-            context = RequestContext(request_id, report_w, deadline, self.device, self.role)
-            result = function(request.get("args") or {}, context)
+            if request is None:
+                prepare_device(self.device)
+                request = _await_request(request_r)
+                if request is None:  # the worker gave this child up
+                    code = 0
+                    return
+            message, deadline = request
+            function = registry.lookup(message.get("handler", ""))
+            context = RequestContext(str(message.get("id", "")), report_w, deadline, self.device, self.role,
+                                     cuda_at_fork)
+            result = function(message.get("args") or {}, context)
             _write_all(report_w, encode({"result": result}))
             code = 0
         except BaseException as exception:  # the child reports everything and always ends here
@@ -368,6 +469,48 @@ class Worker:
             for name in _listdir(path):
                 if name not in initial:
                     _remove_tree(os.path.join(path, name))
+
+
+def _cuda_initialized() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_initialized())
+
+
+def _await_request(request_r: int) -> tuple[dict, float] | None:
+    """Blocks until the worker writes this child's request and closes the pipe; None if it
+    closed the pipe without one."""
+    data = bytearray()
+    while True:
+        try:
+            chunk = os.read(request_r, 1 << 16)
+        except InterruptedError:
+            continue
+        if not chunk:
+            break
+        data += chunk
+    os.close(request_r)
+    if not data.strip():
+        return None
+    message = json.loads(data)
+    return message, float(message["deadline"])
+
+
+def prepare_device(device: str) -> None:
+    """What every handler does first on ``device``, done ahead of the request: the CUDA
+    context and allocator, torch's thread pools, the first entry into its dispatch modes.
+    A failure is left for the handler, which meets it again and reports it."""
+    try:
+        import torch
+
+        from . import hygiene, models
+        from .guard import ForwardGuard
+
+        models.setup_device(device)
+        hygiene.warm_thread_pools(device)
+        with torch.no_grad(), ForwardGuard():
+            torch.empty(1, device=device)
+    except Exception:  # noqa: BLE001 - reported by the handler that needs the device
+        pass
 
 
 def _kill_group(pid: int) -> None:
@@ -399,10 +542,27 @@ def _remove_tree(path: str) -> None:
         pass
 
 
-def _warm_up(device: str) -> str:
+def _seconds_since_process_start() -> float | None:
+    """Seconds since this process was created (interpreter start-up included)."""
+    try:
+        with open("/proc/self/stat") as stat:
+            started_ticks = int(stat.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as uptime:
+            now = float(uptime.read().split()[0])
+        return max(0.0, now - started_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _warm_up(device: str, startup: dict) -> str:
     """Imports what handlers need, so that a forked child starts with it loaded. CUDA is
-    not initialised here: a forked child could not use it."""
+    not initialised here: a forked child could not use it. ``startup`` gets the seconds
+    each step took."""
+    mark = time.monotonic()
     import torch
+
+    startup["import_torch_s"] = time.monotonic() - mark
+    mark = time.monotonic()
     import torch.nn  # noqa: F401
     import torch.nn.functional  # noqa: F401
     import torch.profiler  # noqa: F401
@@ -416,6 +576,7 @@ def _warm_up(device: str) -> str:
     with torch.no_grad(), ForwardGuard():
         torch.empty(1)
     import torch.autograd.profiler_util  # noqa: F401
+    startup["warm_up_s"] = time.monotonic() - mark
     if device == "cuda" and torch.cuda.is_initialized():
         raise RuntimeError("CUDA was initialised in the worker before forking; children could not use it")
     return torch.__version__
@@ -429,24 +590,27 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--replies", required=True)
     parser.add_argument("--scrub", action="append", default=[],
                         help="a directory whose new entries are removed after every request")
+    parser.add_argument("--no-prepared-child", dest="prepared_child", action="store_false",
+                        help="fork each request's child when the request arrives, not ahead of it")
     options = parser.parse_args(argv)
 
+    startup = {"before_main_s": _seconds_since_process_start()}
     # Children cannot attach to the worker, read its memory or open its descriptors through
     # /proc (all need a dumpable target), and the processes they leave behind come back to it.
     _prctl(_PR_SET_DUMPABLE, 0)
     _prctl(_PR_SET_CHILD_SUBREAPER, 1)
     requests_fd = os.open(options.requests, os.O_RDONLY | os.O_CLOEXEC)
     replies_fd = os.open(options.replies, os.O_WRONLY | os.O_CLOEXEC)
-    worker = Worker(options.role, options.device, requests_fd, replies_fd, options.scrub)
+    worker = Worker(options.role, options.device, requests_fd, replies_fd, options.scrub, options.prepared_child)
     try:
-        version = _warm_up(options.device)
+        version = _warm_up(options.device, startup)
     except BaseException as exception:
         worker.reply({"event": "failed", "message": f"{type(exception).__name__}: {exception}",
                       "traceback": traceback.format_exc(limit=20)})
         return 1
     worker.reply({"event": "ready", "pid": os.getpid(), "torch": version, "protocol": PROTOCOL_VERSION,
                   "role": options.role, "device": options.device, "python": sys.version.split()[0],
-                  "handlers": registry.names()})
+                  "handlers": registry.names(), "startup": startup})
     try:
         worker.serve()
     except BrokenPipeError:

@@ -1,0 +1,163 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The worker's prepared child: the child of the next request is forked and prepared
+between requests, serves exactly one request, and never outlives the worker."""
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+HARNESS = os.environ.get("CUDA_AGENT_HARNESS_DIR",
+                         os.path.join(os.path.dirname(__file__), "..", "..", "resources", "harness"))
+
+
+def children_of(pid: int) -> list[int]:
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listing:
+                found += [int(each) for each in listing.read().split()]
+    except OSError:
+        pass
+    return found
+
+
+def alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+class Worker:
+    def __init__(self, *extra: str):
+        self.directory = tempfile.mkdtemp(prefix="worker-test-")
+        requests = os.path.join(self.directory, "requests")
+        replies = os.path.join(self.directory, "replies")
+        os.mkfifo(requests)
+        os.mkfifo(replies)
+        bootstrap = (f"import sys; sys.path.insert(0, {HARNESS!r}); "
+                     "from cuda_agent_harness.worker import main; sys.exit(main(sys.argv[1:]))")
+        self.process = subprocess.Popen([sys.executable, "-I", "-B", "-c", bootstrap, "--role", "reference",
+                                         "--device", "cpu", "--requests", requests, "--replies", replies, *extra])
+        # Neither open waits for the worker, which may fail before it opens its ends.
+        self.requests = os.open(requests, os.O_RDWR)
+        self.replies = os.open(replies, os.O_RDONLY | os.O_NONBLOCK)
+        self.buffer = b""
+        self.counter = 0
+        ready = self.receive(120)
+        assert ready["event"] == "ready", ready
+
+    def receive(self, timeout: float) -> dict:
+        deadline = time.monotonic() + timeout
+        while b"\n" not in self.buffer:
+            left = deadline - time.monotonic()
+            assert left > 0, "the worker did not answer in time"
+            ready, _, _ = select.select([self.replies], [], [], left)
+            if ready:
+                chunk = os.read(self.replies, 1 << 16)
+                if not chunk:  # no writer yet, or the worker is gone
+                    assert self.process.poll() is None, f"the worker exited with {self.process.returncode}"
+                    time.sleep(0.05)
+                self.buffer += chunk
+        line, self.buffer = self.buffer.split(b"\n", 1)
+        return json.loads(line)
+
+    def call(self, handler: str, args: dict, timeout_ms: int = 60_000) -> dict:
+        self.counter += 1
+        request_id = f"r{self.counter}"
+        os.write(self.requests, (json.dumps({"id": request_id, "handler": handler, "args": args,
+                                             "timeout_ms": timeout_ms}) + "\n").encode())
+        while True:
+            message = self.receive(timeout_ms / 1000 + 30)
+            if message.get("id") == request_id and message.get("done"):
+                return message
+
+    def idle_children(self, settle: float = 10.0) -> list[int]:
+        """The worker's children once it is idle (a prepared child appears right after a reply)."""
+        deadline = time.monotonic() + settle
+        while True:
+            found = children_of(self.process.pid)
+            if found or time.monotonic() > deadline:
+                return found
+            time.sleep(0.02)
+
+    def close(self) -> None:
+        if self.requests is None:
+            return
+        try:
+            os.write(self.requests, b'{"shutdown": true}\n')
+        except OSError:
+            pass
+        try:
+            self.process.wait(30)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+            os.close(self.requests)
+            os.close(self.replies)
+            self.requests = self.replies = None
+
+
+@pytest.fixture
+def worker():
+    started = Worker()
+    yield started
+    started.close()
+
+
+def test_each_request_runs_in_the_child_prepared_before_it(worker):
+    spare = worker.idle_children()
+    assert len(spare) == 1, "one child waits, prepared, for the next request"
+    reply = worker.call("ping", {"echo": 1})
+    assert reply["result"]["pid"] == spare[0]
+    assert reply["result"]["echo"] == 1
+    assert reply["result"]["cuda_initialized_before_fork"] is False
+    assert not alive(spare[0]), "a child serves one request only"
+    following = worker.idle_children()
+    assert len(following) == 1 and following[0] != spare[0]
+
+
+def test_a_prepared_child_that_died_is_replaced_on_the_spot(worker):
+    spare = worker.idle_children()
+    os.kill(spare[0], signal.SIGKILL)
+    time.sleep(0.2)
+    reply = worker.call("ping", {"echo": "still served"})
+    assert reply["result"]["echo"] == "still served"
+    assert reply["result"]["pid"] != spare[0]
+
+
+def test_the_deadline_counts_from_the_request_in_a_prepared_child(worker):
+    worker.idle_children()
+    started = time.monotonic()
+    reply = worker.call("diagnose", {"action": "sleep", "seconds": 600}, timeout_ms=1500)
+    assert reply["timed_out"] is True
+    assert reply["signal"] == signal.SIGKILL
+    assert time.monotonic() - started < 20
+
+
+def test_no_child_outlives_the_worker(worker):
+    spare = worker.idle_children()
+    worker.close()
+    deadline = time.monotonic() + 10
+    while alive(spare[0]) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not alive(spare[0])
+
+
+def test_without_prepared_children_nothing_waits():
+    plain = Worker("--no-prepared-child")
+    try:
+        assert plain.idle_children(settle=1.0) == []
+        reply = plain.call("ping", {"echo": 2})
+        assert reply["result"]["echo"] == 2
+        assert plain.idle_children(settle=1.0) == []
+    finally:
+        plain.close()
