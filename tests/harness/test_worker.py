@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The worker's prepared child: the child of the next request is forked and prepared
-between requests, serves exactly one request, and never outlives the worker."""
+"""The worker's prepared child: the child of the next verification request is forked and
+prepared between requests, serves exactly one request of a handler that asks for it, waits
+through the others, and never outlives the worker."""
 
 import json
 import os
@@ -141,6 +142,18 @@ def test_the_deadline_counts_from_the_request_in_a_prepared_child(worker):
     assert reply["timed_out"] is True
     assert reply["signal"] == signal.SIGKILL
     assert time.monotonic() - started < 20
+
+
+def test_other_handlers_run_in_a_child_of_their_own_and_the_prepared_one_waits(worker):
+    spare = worker.idle_children()
+    assert len(spare) == 1
+    # diagnose is not a prepared handler; what its child leaves behind is killed, not the
+    # prepared child, and only the leftovers are counted.
+    reply = worker.call("diagnose", {"action": "leave_process"})
+    assert reply["stragglers"] == 2
+    assert alive(spare[0])
+    assert worker.idle_children() == spare
+    assert worker.call("ping", {})["result"]["pid"] == spare[0]
 
 
 def test_no_child_outlives_the_worker(worker):

@@ -17,7 +17,7 @@ import torch
 from .registry import handler
 
 
-@handler("ping")
+@handler("ping", prepared=True)
 def ping(args: dict, context) -> dict:
     return {"pid": os.getpid(), "uid": os.getuid(), "gid": os.getgid(), "torch": torch.__version__,
             "python": sys.version.split()[0], "role": context.role, "device": context.device,

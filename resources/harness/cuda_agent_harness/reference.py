@@ -167,7 +167,7 @@ def _receive(session: Session, expected_type: str) -> dict:
     return message
 
 
-@handler("reference")
+@handler("reference", prepared=True)
 def reference(args: dict, context) -> dict:
     """Args: reference_path, device, init_seed, seeds, scales, runs, mode, perturb_normalization,
     tolerance, session_directory, output_directory, check_reference_determinism."""

@@ -24,15 +24,23 @@ HANDLER_MODULES = [
 ]
 
 _handlers: dict[str, Callable] = {}
+_prepared: set[str] = set()
 
 
-def handler(name: str):
-    """Registers the decorated function as the handler of requests named ``name``."""
+def handler(name: str, prepared: bool = False):
+    """Registers the decorated function as the handler of requests named ``name``.
+
+    ``prepared``: its requests run in the worker's prepared child, whose device, thread
+    pools and profiler are ready (see ``worker.prepare_child``); others run in a child
+    forked on arrival, clean of all that (a timing session, whose launches a profiler
+    that was once active would slow on the host)."""
 
     def register(function: Callable) -> Callable:
         if name in _handlers and _handlers[name] is not function:
             raise ValueError(f"two handlers are registered as {name!r}")
         _handlers[name] = function
+        if prepared:
+            _prepared.add(name)
         return function
 
     return register
@@ -47,6 +55,10 @@ def load_handlers(modules: list[str] | None = None) -> dict[str, Callable]:
 
 def lookup(name: str) -> Callable | None:
     return _handlers.get(name)
+
+
+def runs_prepared(name: str) -> bool:
+    return name in _prepared
 
 
 def names() -> list[str]:

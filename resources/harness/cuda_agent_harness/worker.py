@@ -2,11 +2,13 @@
 """A warm worker: imports torch once (without initialising CUDA), then serves requests,
 each in a child forked for it.
 
-The child for the next request is forked ahead of it and prepares the device while the
-worker waits (on CUDA: the context, torch's thread pools and dispatch modes, 0.3 to 0.5 s),
-then blocks until its request arrives over a private pipe. It has run no request and
-imported nothing a request names, so it is as clean as a child forked on demand; what it
-saves is the wait. ``--no-prepared-child`` forks on demand only.
+The child for the next verification request is forked ahead of it and prepares the device
+while the worker waits (on CUDA: the context, torch's thread pools and dispatch modes, the
+profiler; about a second), then blocks until its request arrives over a private pipe. It
+has run no request and imported nothing a request names, so it is as clean as a child
+forked on demand; what it saves is the wait. Handlers registered with ``prepared=True`` get
+it; the others (static checks, timing sessions) get a child forked on arrival, and the
+prepared one keeps waiting. ``--no-prepared-child`` forks on demand only.
 
 Protocol: JSON lines. The host writes requests into the ``--requests`` FIFO and reads
 replies from the ``--replies`` FIFO; both are opened once at start, after which the host
@@ -170,7 +172,8 @@ class RequestContext:
         return self.deadline - time.monotonic()
 
 
-def _reap_all() -> int:
+def _reap_all(keep: int | None = None) -> int:
+    """Reaps every child that has ended (``keep`` too, without counting it)."""
     reaped = 0
     while True:
         try:
@@ -179,19 +182,20 @@ def _reap_all() -> int:
             return reaped
         if pid == 0:
             return reaped
-        reaped += 1
+        reaped += pid != keep
 
 
-def kill_leftovers(process_group: int) -> int:
-    """Kills whatever a finished child left running; returns how many processes that was."""
+def kill_leftovers(process_group: int, keep: int | None = None) -> int:
+    """Kills whatever a finished child left running, except the worker's child ``keep``;
+    returns how many processes that was."""
     try:
         os.killpg(process_group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     left = 0
     for _ in range(200):
-        left += _reap_all()
-        alive = hygiene.child_processes()
+        left += _reap_all(keep)
+        alive = [pid for pid in hygiene.child_processes() if pid != keep]
         if not alive:
             break
         for pid in alive:
@@ -200,7 +204,7 @@ def kill_leftovers(process_group: int) -> int:
             except ProcessLookupError:
                 pass
         time.sleep(0.005)
-    return left + _reap_all()
+    return left + _reap_all(keep)
 
 
 class Child:
@@ -315,6 +319,9 @@ class Worker:
             inherited = [report_r, output_r, self.requests.fd, self.replies_fd]
             if request_w is not None:
                 inherited.append(request_w)
+            if self.spare is not None:  # the prepared child's pipes are not this child's business
+                inherited += [fd for fd in (self.spare.report_r, self.spare.output_r, self.spare.request_w)
+                              if fd is not None]
             self._child(report_w, output_w, request_r, inherited, request)
         os.close(report_w)
         os.close(output_w)
@@ -337,10 +344,12 @@ class Worker:
         timeout = max(0.001, float(request.get("timeout_ms", 600_000)) / 1000.0)
         started = time.monotonic()
         deadline = started + timeout
-        child, self.spare = self.spare, None
-        if child is not None and not child.hand(request, deadline):
-            child.abandon()
-            child = None
+        child = None
+        if self.spare is not None and registry.runs_prepared(name):
+            child, self.spare = self.spare, None
+            if not child.hand(request, deadline):
+                child.abandon()
+                child = None
         if child is None:
             child = self._fork((request, deadline))
         pid, report_r, output_r = child.pid, child.report_r, child.output_r
@@ -385,7 +394,7 @@ class Worker:
                 finished, code = os.waitpid(pid, os.WNOHANG)
                 if finished:
                     status = code
-                    stragglers = kill_leftovers(pid)
+                    stragglers = kill_leftovers(pid, keep=self.spare.pid if self.spare else None)
                     drain_deadline = time.monotonic() + 2.0
                 elif time.monotonic() > deadline:
                     timed_out = True
@@ -437,7 +446,7 @@ class Worker:
             sys.stdout = open(1, "w", buffering=1, closefd=False)
             sys.stderr = open(2, "w", buffering=1, closefd=False)
             if request is None:
-                prepare_device(self.device)
+                prepare_child(self.device)
                 request = _await_request(request_r)
                 if request is None:  # the worker gave this child up
                     code = 0
@@ -495,10 +504,11 @@ def _await_request(request_r: int) -> tuple[dict, float] | None:
     return message, float(message["deadline"])
 
 
-def prepare_device(device: str) -> None:
-    """What every handler does first on ``device``, done ahead of the request: the CUDA
-    context and allocator, torch's thread pools, the first entry into its dispatch modes.
-    A failure is left for the handler, which meets it again and reports it."""
+def prepare_child(device: str) -> None:
+    """What a verification's handlers do first on ``device``, done ahead of the request:
+    the CUDA context and allocator, torch's thread pools, the first entry into its dispatch
+    modes, and on CUDA the profiler's start-up (CUPTI; the candidate's checks profile a
+    call). A failure is left for the handler, which meets it again and reports it."""
     try:
         import torch
 
@@ -509,6 +519,11 @@ def prepare_device(device: str) -> None:
         hygiene.warm_thread_pools(device)
         with torch.no_grad(), ForwardGuard():
             torch.empty(1, device=device)
+        if device == "cuda":
+            activity = hygiene.DeviceActivity()
+            with activity:
+                torch.ones(1, device="cuda").add_(1)
+            activity.summary()
     except Exception:  # noqa: BLE001 - reported by the handler that needs the device
         pass
 
