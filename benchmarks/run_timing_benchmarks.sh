@@ -3,19 +3,19 @@
 #
 #   benchmarks/run_timing_benchmarks.sh OUTPUT_DIRECTORY
 #
-# The profiler's GPU benchmarks, unattended, in about 7 minutes on one H200 with 16 cores;
+# The profiler's GPU benchmarks, unattended, in about 9 minutes on one H200 with 16 cores;
 # writes OUTPUT_DIRECTORY/RESULTS.md (Markdown tables, PASS/FAIL per target), one JSON and
 # one log per benchmark. Steps, with their rough share of the time:
 #   build      ~1 min   configures $CUDA_AGENT_BUILD_DIR (default ./build-timing-benchmarks) and builds the
 #                       two programs it needs; meanwhile torch.compile of the A/A tasks fills
 #                       the inductor/Triton caches in parallel processes (GPU otherwise idle)
 #   fidelity   ~40 s    profiler time vs CUDA-graph device time (kernels >= 30 µs within 3%)
-#   honesty    ~3.5 min A/A on 15+ KernelBench tasks (levels 1-3), eager vs eager and compile vs
+#   honesty    ~5 min   A/A on 15+ KernelBench tasks (levels 1-3), eager vs eager and compile vs
 #                       compile, 10 comparisons each; eager/compile ratios beside the H100 baselines
 #   edit       ~1.5 min one-line .cu edit -> compile + verify + profile (warm), against the naive flow
 #
 # Environment: CUDA_AGENT_PYTHON (default /opt/cuda-agent/venv/bin/python3: torch with CUDA),
-# CUDA_AGENT_BUILD_DIR, CUDA_AGENT_AA_BUDGET_S (seconds for the A/A step, default 200).
+# CUDA_AGENT_BUILD_DIR, CUDA_AGENT_AA_BUDGET_S (seconds for the A/A step, default 300).
 # Needs: an NVIDIA GPU (nvidia-smi), nvcc (PATH or /usr/local/cuda/bin), cmake, a C++20
 # compiler, nlohmann-json, and bubblewrap (bwrap: the verifier's workers run confined).
 # Exit status: 0 all targets met; 1 a target missed; 2 something needed is missing or a step
@@ -32,7 +32,7 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$(mkdir -p "$1" && cd "$1" && pwd)" || die "cannot create $1"
 python="${CUDA_AGENT_PYTHON:-/opt/cuda-agent/venv/bin/python3}"
 build="${CUDA_AGENT_BUILD_DIR:-$root/build-timing-benchmarks}"
-aa_budget="${CUDA_AGENT_AA_BUDGET_S:-200}"
+aa_budget="${CUDA_AGENT_AA_BUDGET_S:-300}"
 jobs="$(nproc)"
 started=$SECONDS
 stamp() { printf '[%4d s] %s\n' $((SECONDS - started)) "$*"; }

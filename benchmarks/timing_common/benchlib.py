@@ -108,6 +108,12 @@ def table(rows: list[dict], columns: list[tuple[str, str, str]]) -> str:
     return "\n".join(lines)
 
 
+def share_of_budget(left_s: float, parts_left: int, overhead_s: float = 0.0) -> float:
+    """The next part's share of a budget: the time left over the parts still owed (this one
+    included), less the overhead each part costs outside its share; never negative."""
+    return max(0.0, left_s / max(1, parts_left) - overhead_s)
+
+
 class Budget:
     def __init__(self, seconds: float):
         self.seconds = seconds

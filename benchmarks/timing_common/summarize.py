@@ -49,20 +49,24 @@ def fidelity(data: dict) -> tuple[list[str], list[str]]:
         return {True: "PASS", False: "FAIL", None: "not judged (< 30 µs)"}[workload["ok"]]
 
     rows = [[w["workload"], w["regime"], str(w["calls"]), _cell(w["profiler_us"], "{:.2f}"),
-             _cell(w["graph_device_us"], "{:.2f}"), _cell(w["ratio"], "{:.4f}"), verdict(w)] for w in data["workloads"]]
+             _cell(w["graph_device_us"], "{:.2f}"), _cell(w["ratio"], "{:.4f}"), verdict(w),
+             _cell(w.get("covered_share"), "{:.2f}"), _cell(w.get("lead_us"), "{:.0f}")] for w in data["workloads"]]
     lines = [f"Target: for kernels of 30 µs and more, the profiler's time lies within "
              f"{data['tolerance'] * 100:.0f}% of CUDA-graph device time. Fence: "
-             f"launch leak {data['fence'].get('launch_leak_us', 0):.2f} µs, floor {data['fence'].get('floor_us', 0):.2f} µs.",
+             f"launch leak {data['fence'].get('launch_leak_us', 0):.2f} µs (taken off samples not covered by their "
+             f"lead), floor {data['fence'].get('floor_us', 0):.2f} µs.",
              ""]
-    lines += _table(["workload", "regime", "calls/sample", "profiler µs", "graph device µs", "ratio", "verdict"], rows)
+    lines += _table(["workload", "regime", "calls/sample", "profiler µs", "graph device µs", "ratio", "verdict",
+                     "covered", "lead µs"], rows)
     return lines, list(data.get("failures", []))
 
 
 def honesty(data: dict) -> tuple[list[str], list[str]]:
     counts = data["counts"]
     total = sum(counts.values())
+    budget = f", {data['elapsed_s']:.0f} s for a budget of {data['budget_s']:.0f} s" if data.get("budget_s") else ""
     lines = [f"Target: no A/A comparison FASTER or SLOWER (threshold 5%). {total} comparisons on "
-             f"{len(data['tasks'])} tasks ({data['repetitions']} per task and kind): "
+             f"{len(data['tasks'])} tasks ({data['repetitions']} per task and kind{budget}): "
              + ", ".join(f"{name} {count}" for name, count in counts.items()) + ".",
              "",
              "Distribution of abs(ratio − 1) over all comparisons: " + ", ".join(f"{key} {value * 100:.2f}%"

@@ -95,8 +95,7 @@ def host_device_time(torch, device, function, inputs, replays: int = 10) -> floa
     times = []
     for _ in range(replays):
         device.flush()
-        elapsed, _, _ = device.time_region(lambda: function(*inputs))
-        times.append(elapsed)
+        times.append(device.time_region(lambda: function(*inputs)).elapsed_us)
     return statistics.median(times)
 
 
@@ -132,8 +131,10 @@ def main() -> int:
         except timing.CaptureFailed:
             regime = timing.BATCHED
             timer.configure(regime, calls, seed=4)
-        samples = [timer.sample(timing.derive_seed(5, index)).time_us for index in range(arguments.samples)]
+        taken = [timer.sample(timing.derive_seed(5, index)) for index in range(arguments.samples)]
+        samples = [each.time_us for each in taken]
         profiled = statistics.median(samples)
+        known = [each.covered for each in taken if each.covered is not None]
         inputs = make_inputs(6)
         if device_kind == "cuda":
             reference = graph_device_time(torch, device, function, inputs, per_call)
@@ -151,6 +152,9 @@ def main() -> int:
             "judged": judged,
             "ok": (abs(ratio - 1) <= arguments.tolerance) if judged else None,
             "spread": (max(samples) - min(samples)) / profiled,
+            "covered_share": (sum(known) / len(taken)) if known else None,
+            "lead_us": statistics.median(each.lead_us for each in taken),
+            "enqueue_us": statistics.median(each.enqueue_us for each in taken),
         })
         del timer, inputs
         if device_kind == "cuda":
@@ -163,6 +167,9 @@ def main() -> int:
         ("graph_device_us", "graph device µs", "{:.2f}"),
         ("ratio", "ratio", "{:.4f}"),
         ("ok", f"within {arguments.tolerance * 100:.0f}%", "{}"),
+        ("covered_share", "covered", "{:.2f}"),
+        ("lead_us", "lead µs", "{:.0f}"),
+        ("enqueue_us", "enqueue µs", "{:.0f}"),
     ]))
     failures = [f"{row['workload']}: ratio {row['ratio']:.4f}" for row in rows if row["ok"] is False]
     if device_kind != "cuda":

@@ -15,16 +15,26 @@ the same processes). The first session also times compile live against the refer
 model, which gives this GPU's compile/eager ratio for the agreement table (reported, not
 asserted: the H100 figures come from another GPU and another software stack).
 
-    python3 benchmarks/timing_honesty/run.py [--budget-s 210] [--repetitions 10] [--out FILE]
+    python3 benchmarks/timing_honesty/run.py [--budget-s 300] [--repetitions 10] [--max-tasks N] [--out FILE]
     python3 benchmarks/timing_honesty/run.py --prewarm-only [--workers 6]
 
-The budget is shared out as the run goes: each task's comparisons get the time left over
-the tasks still owed (at least --min-tasks), less the per-task overhead measured so far
-(process start, compile, calibration), between 0.12 s and --seconds-per-comparison. Short
-comparisons have wider intervals (more AMBIGUOUS), never a different rule. --prewarm-only
-compiles every task's reference in parallel processes into the inductor and Triton caches
-(``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so that the sessions load compiled
-kernels instead of building them one after the other.
+How the budget is used. --budget-s is the wall time of the whole run, prewarm excluded.
+It is shared out as the run goes: each session (two per task) is given a hard limit, the
+time left over the sessions still owed (of --max-tasks tasks, default all), less the time
+sessions have been seen to cost outside their own clock (starting and ending the
+processes). Inside its limit a session subtracts what it has spent so far (CUDA start-up,
+building torch.compile, warm-up, calibration, the baselines' own measurement) and gives
+each comparison still owed an equal share of the rest, at most --seconds-per-comparison;
+a comparison stops when its share ends, once it has the five rounds that are ever enough
+(fewer would let noise decide verdicts). Short comparisons have wider intervals (more
+AMBIGUOUS), never a different rule. What a session cannot cut is its start-up and
+compile time: if those alone exceed its share, the run overruns. So fill the compile
+caches first (--prewarm-only compiles every task's reference in parallel processes into
+``TORCHINDUCTOR_CACHE_DIR`` and ``TRITON_CACHE_DIR``, so that the sessions load compiled
+kernels instead of building them one after the other), and lower --repetitions or
+--max-tasks if it still overruns. On one H200, the 16 default tasks of levels 1 to 3 are
+meant to fit --budget-s 300 after a prewarm. The run stops early, once --min-tasks tasks
+are measured, when less is left than a task has taken so far.
 
 Exit status 1 if any A/A comparison was FASTER or SLOWER, or fewer than --min-tasks tasks
 were measured; 2 if a session failed.
@@ -37,6 +47,7 @@ import math
 import os
 import random
 import shutil
+import statistics
 import sys
 import tempfile
 
@@ -64,7 +75,8 @@ DEFAULT_TASKS = [
 ]
 
 
-def session_requests(task_path: str, device: str, kind: str, arguments, cache_directory: str, seed: int):
+def session_requests(task_path: str, device: str, kind: str, arguments, cache_directory: str, seed: int,
+                     limit_s: float):
     compile_settings = {"enabled": True, "mode": "default", "backend": arguments.compile_backend}
     reference = {
         "device": device,
@@ -73,7 +85,8 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
         "compile": compile_settings,
         "baseline_cache": {"directory": cache_directory},
         "budget": {
-            "time_s": arguments.seconds_per_comparison_now,
+            "time_s": arguments.seconds_per_comparison,
+            "session_s": limit_s,
             "min_rounds": 10,
             "floor_rounds": 5,
             "max_rounds": 60,
@@ -117,7 +130,8 @@ def main() -> int:
     parser.add_argument("--tasks", nargs="*", default=None, help="KernelBench paths (levelN/file.py) or files")
     parser.add_argument("--repetitions", type=int, default=10)
     parser.add_argument("--seconds-per-comparison", type=float, default=0.5, help="the most per comparison")
-    parser.add_argument("--budget-s", type=float, default=210.0, help="shared out over the tasks; see above")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="wall time of the run; see above")
+    parser.add_argument("--max-tasks", type=int, default=None, help="measure at most the first N tasks")
     parser.add_argument("--prewarm-only", action="store_true", help="fill the compile caches, then exit")
     parser.add_argument("--workers", type=int, default=6, help="parallel processes for --prewarm-only")
     parser.add_argument("--also", nargs="*", default=[], help="more task files for --prewarm-only")
@@ -129,6 +143,8 @@ def main() -> int:
 
     device = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     tasks = arguments.tasks or (DEFAULT_TASKS if device == "cuda" else [os.path.join(benchlib.FIXTURES, "small_task.py")])
+    if arguments.max_tasks is not None:
+        tasks = tasks[:max(1, arguments.max_tasks)]
     task_paths = [relative if os.path.isabs(relative) else benchlib.kernelbench_task(relative) for relative in tasks]
     missing = [path for path in task_paths if not os.path.isfile(path)]
     if missing:
@@ -149,30 +165,36 @@ def main() -> int:
     eager_h100, compile_h100 = benchlib.h100_baselines()
     cache_directory = tempfile.mkdtemp(prefix="cuda-agent-aa-cache-")
     rng = random.Random(20261130)
-    rows, agreement, durations, overheads = [], [], [], []
+    rows, agreement, durations = [], [], []
+    outside = []  # per session: wall time beyond the session's own clock (processes starting and ending)
     session_failures = []
-    sessions_per_task = 2 * arguments.repetitions
     print(f"A/A honesty on {device}: {len(tasks)} tasks x 2 sessions x {arguments.repetitions} comparisons, "
           f"budget {arguments.budget_s:.0f} s", flush=True)
     try:
         for number, (relative, task_path) in enumerate(zip(tasks, task_paths), 1):
-            owed = max(1, arguments.min_tasks - len(rows))
-            overhead = sorted(overheads)[len(overheads) // 2] if overheads else 8.0
-            if len(rows) >= arguments.min_tasks and budget.left() < overhead + sessions_per_task * 0.12:
+            typical_task_s = statistics.median(durations) if durations else 0.0
+            if len(rows) >= arguments.min_tasks and budget.left() < typical_task_s:
                 print(f"budget: {len(rows)} tasks done, stopping before {relative} ({budget.elapsed():.0f} s used)")
                 break
-            share = (budget.left() / owed - overhead) / sessions_per_task
-            arguments.seconds_per_comparison_now = min(arguments.seconds_per_comparison, max(0.12, share))
             started = budget.elapsed()
-            row = {"task": relative, "seconds_per_comparison": arguments.seconds_per_comparison_now}
-            for kind, baseline in (("reference", "eager"), ("compile", "compile")):
+            row = {"task": relative}
+            for position, (kind, baseline) in enumerate((("reference", "eager"), ("compile", "compile"))):
+                sessions_left = 2 * (len(tasks) - number + 1) - position
+                outside_s = statistics.median(outside) if outside else 1.0
+                limit_s = benchlib.share_of_budget(budget.left(), sessions_left, outside_s)
                 reference, candidate = session_requests(task_path, device, kind, arguments, cache_directory,
-                                                        rng.getrandbits(62))
+                                                        rng.getrandbits(62), limit_s)
+                began = budget.elapsed()
                 session = timing_session.run_locally(reference, candidate, fork=True, fork_reference=True)
+                if session.get("elapsed_s") is not None:
+                    outside.append(max(0.0, budget.elapsed() - began - float(session["elapsed_s"])))
+                spent = session.get("time_budget") or {}
+                entry = {"limit_s": limit_s, "elapsed_s": session.get("elapsed_s"),
+                         "rounds_s": spent.get("rounds_s"), "comparisons": spent.get("comparisons")}
                 if not session.get("ok"):
                     problem = session.get("rejection") or session.get("error")
                     print(f"  {relative} ({kind}): session failed: {problem}", flush=True)
-                    row[kind] = {"error": str(problem)}
+                    row[kind] = {"error": str(problem), **entry}
                     session_failures.append(f"{relative} ({kind}): {problem}")
                     continue
                 verdicts = judge_repetitions(judge, session, baseline)
@@ -182,6 +204,8 @@ def main() -> int:
                     "compile_source": session.get("compile_source"),
                     "cache": session.get("baseline_cache", {}).get("status"),
                     "calibration_us": session.get("calibration_us"),
+                    "dispatch_cover": session.get("dispatch_cover"),
+                    **entry,
                 }
                 if kind == "reference":
                     first = judge(session, 0)
@@ -196,15 +220,18 @@ def main() -> int:
                                           "h100_eager_over_compile": h100,
                                           "eager_us": first["timings"][0]["median_us"] if first["timings"] else None})
             durations.append(budget.elapsed() - started)
-            overheads.append(max(0.0, durations[-1] - sessions_per_task * arguments.seconds_per_comparison_now))
+            row["seconds_per_comparison"] = _seconds_per_comparison(row)
             rows.append(row)
             summary = "  ".join(
                 f"{kind}: " + ",".join(v["verdict"][0] for v in row[kind]["verdicts"])
                 if "verdicts" in row.get(kind, {}) else f"{kind}: failed"
                 for kind in ("reference", "compile")
             )
+            limits = "/".join(f"{row[kind]['limit_s']:.1f}" for kind in ("reference", "compile") if kind in row)
+            per_comparison = row["seconds_per_comparison"]
             print(f"  [{number}/{len(tasks)}, {budget.elapsed():.0f} s] {relative}  ({durations[-1]:.0f} s, "
-                  f"{arguments.seconds_per_comparison_now:.2f} s per comparison)  {summary}", flush=True)
+                  f"limits {limits} s, " + (f"{per_comparison:.2f} s per comparison" if per_comparison else "no rounds")
+                  + f")  {summary}", flush=True)
     finally:
         judge.close()
         shutil.rmtree(cache_directory, ignore_errors=True)
@@ -266,6 +293,7 @@ def main() -> int:
         "machine": benchlib.machine(torch),
         "device": device,
         "repetitions": arguments.repetitions,
+        "budget_s": arguments.budget_s,
         "elapsed_s": budget.elapsed(),
         "counts": counts,
         "ratio_quantiles": benchlib.quantiles(ratios),
@@ -278,6 +306,13 @@ def main() -> int:
     for failure in failures:
         print(f"FAIL: {failure}")
     return 2 if session_failures else 1 if failures else 0
+
+
+def _seconds_per_comparison(row: dict) -> float | None:
+    """Mean seconds of interleaved rounds per comparison over a task's sessions."""
+    rounds_s = [row[kind]["rounds_s"] for kind in ("reference", "compile") if row.get(kind, {}).get("rounds_s")]
+    comparisons = sum(row[kind]["comparisons"] or 0 for kind in ("reference", "compile") if row.get(kind, {}).get("rounds_s"))
+    return sum(rounds_s) / comparisons if comparisons else None
 
 
 def _direction(eager_over_compile: float) -> str:

@@ -53,6 +53,15 @@ TEST_CASE("a session with live baselines gives paired speedups and verdicts", "[
   CHECK(result.details["rechecked_rounds"] == 1);
 }
 
+TEST_CASE("how samples were covered and how the session spent its time reach the details", "[profiling]") {
+  nlohmann::json timed = session(6, 1000, 500, 0);
+  timed["dispatch_cover"] = {{"eager", {{"samples", 6}, {"covered", 5}, {"covered_share", 5.0 / 6}}}};
+  timed["time_budget"] = {{"limit_s", 9.0}, {"rounds_s", 4.0}, {"overhead_s", 4.5}, {"comparisons", 1}};
+  const ca::ProfileResult result = ca::profile_result_from_session(timed);
+  CHECK(result.details["dispatch_cover"]["eager"]["covered"] == 5);
+  CHECK(result.details["time_budget"]["limit_s"] == 9.0);
+}
+
 TEST_CASE("cached baselines reach the compile speedup through eager", "[profiling]") {
   nlohmann::json live = session(15, 1100, 1000, 0);  // the clock is 10% slower than when cached
   nlohmann::json cached = {{"regime", "per_call"}, {"rounds", nlohmann::json::array()}, {"measured_at", "2026-11-30"}};

@@ -5,6 +5,7 @@ contender timing in each regime, and the comparison of handed-over timed outputs
 import math
 import os
 import sys
+import time
 
 import pytest
 
@@ -187,3 +188,197 @@ def test_per_call_time_takes_off_the_launch_leak_and_adds_escaped_work():
     assert timing.per_call_time(1000.0, 20.0, 10, 4.0) == pytest.approx(101.6)
     assert timing.per_call_time(6.0, 0.0, 1, 4.0) == pytest.approx(3.0)  # never below half the window
     assert timing.per_call_time(50.0, 0.0, 0, 0.0) == pytest.approx(50.0)
+
+
+def test_covered_samples_keep_their_whole_window():
+    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=True) == pytest.approx(100.0)
+    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=False) == pytest.approx(96.0)
+    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=None) == pytest.approx(96.0)  # cannot tell: as before
+
+
+def test_samples_report_coverage_and_lead_beside_the_old_fields():
+    sample = timing.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0, enqueue_us=40.0)
+    assert sample.to_json() == {"time_us": 10.0, "calls": 2, "raw_us": 20.0, "escape_us": 1.0,
+                                "covered": True, "lead_us": 80.0, "enqueue_us": 40.0}
+    assert timing.Sample(1.0, 1, 1.0).to_json()["covered"] is None
+
+
+def test_the_first_lead_covers_the_enqueue_with_a_margin():
+    assert timing.initial_lead_us(100.0) == pytest.approx(1.5 * 100.0 + 20.0)
+    assert timing.initial_lead_us(0.0) == pytest.approx(20.0)
+    assert timing.initial_lead_us(1e6) == timing.MAX_LEAD_US
+
+
+def test_an_uncovered_sample_doubles_the_lead_up_to_the_cap_then_gives_it_up():
+    assert timing.next_lead_us(100.0, covered=True) == 100.0
+    assert timing.next_lead_us(100.0, covered=None) == 100.0
+    assert timing.next_lead_us(100.0, covered=False) == 200.0
+    assert timing.next_lead_us(15_000.0, covered=False) == timing.MAX_LEAD_US
+    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False) == 0.0  # no lead covers this contender
+    assert timing.next_lead_us(0.0, covered=False) == 0.0  # given up stays given up
+    lead, doublings = 30.0, 0
+    while 0 < lead < timing.MAX_LEAD_US:
+        lead, doublings = timing.next_lead_us(lead, covered=False), doublings + 1
+    assert lead == timing.MAX_LEAD_US and doublings == 10
+
+
+def test_cpu_samples_have_no_lead_and_cannot_tell_coverage():
+    contender = _contender()
+    sample = contender.sample(3)
+    assert sample.covered is None and sample.lead_us == 0.0
+    assert contender.lead_us is None
+    assert sample.time_us == sample.raw_us  # the CPU's launch leak is 0
+
+
+class ScriptedDevice(timing.CpuDevice):
+    """A device that leads like CUDA: it records the order of the steps of each sample, and
+    its regions are covered or not, and take as long to enqueue, as the script says."""
+
+    leads = True
+
+    def __init__(self, covered=(), enqueue_us=(), launch_leak_us=5.0):
+        super().__init__(torch, flush_bytes=1 << 20)
+        self.launch_leak_us = launch_leak_us
+        self.steps: list = []
+        self.covered = list(covered)
+        self.enqueue_us = list(enqueue_us)
+
+    def synchronize(self):
+        self.steps.append("synchronize")
+
+    def flush(self):
+        self.steps.append("flush")
+
+    def lead(self, lead_us):
+        self.steps.append(("lead", lead_us))
+
+    def time_region(self, body):
+        self.steps.append("region")
+        region = super().time_region(body)
+        region.covered = self.covered.pop(0) if self.covered else True
+        region.elapsed_us = 50.0
+        region.enqueued_ns = time.perf_counter_ns() + int(1000 * (self.enqueue_us.pop(0) if self.enqueue_us else 0))
+        return region
+
+
+def _scripted_contender(device):
+    def make_inputs(seed):
+        device.steps.append("inputs")
+        return [torch.full((4,), float(seed % 97))]
+
+    return timing.ContenderTimer("eager", lambda x: x + 1, device, make_inputs)
+
+
+def test_the_inputs_are_written_after_the_lead_and_flushed_before_the_window():
+    device = ScriptedDevice(enqueue_us=[12000.0, 2000.0])
+    contender = _scripted_contender(device)
+    contender.sample(1)
+    # Two probes from an idle device measure the enqueue; then the sample itself, led.
+    probe = ["synchronize", "inputs", "flush", "region"]
+    assert device.steps[:8] == probe + probe
+    lead = device.steps[9]
+    assert device.steps[8:] == ["synchronize", lead, "inputs", "flush", "region"]
+    # 1.5 x the shorter probe's enqueue + 20 µs (the probes' own host time comes on top).
+    assert lead[0] == "lead" and 1.5 * 2000.0 + 20.0 <= lead[1] < 1.5 * 12000.0 + 20.0
+
+
+def test_a_timer_leads_longer_after_uncovered_samples_and_charges_only_those_the_launch_leak():
+    device = ScriptedDevice(covered=[True, True, False, True, False])
+    contender = _scripted_contender(device)
+    first = contender.sample(1)  # after two covered probes
+    assert first.covered is False and first.time_us == pytest.approx(50.0 - 5.0)
+    second = contender.sample(2)
+    assert second.covered is True and second.lead_us == pytest.approx(2 * first.lead_us)
+    assert second.time_us == pytest.approx(50.0)
+    third = contender.sample(3)
+    assert third.covered is False and contender.lead_us == pytest.approx(4 * first.lead_us)
+
+
+def test_a_new_regime_measures_its_own_lead_and_calibration_prefers_covered_samples():
+    device = ScriptedDevice()
+    contender = _scripted_contender(device)
+    contender.sample(1)
+    assert contender.lead_us > 0
+    contender.configure(timing.BATCHED, 4, seed=2)
+    assert contender.lead_us is None  # the next sample measures it
+    contender.sample(3)
+    batched_lead = contender.lead_us
+    device.covered = [True, True, False, False, True, True, False]  # two probes, then five samples
+    # Covered samples take the whole 50 µs window; uncovered ones 45 µs: only the covered count.
+    assert contender.calibrate(4, samples=5) == pytest.approx(50.0)
+    assert (contender.regime, contender.calls, contender.lead_us) == (timing.BATCHED, 4, batched_lead)
+
+
+class RecordingCuda:
+    """Stands in for torch.cuda: records what CudaDevice asks of the device, in order."""
+
+    def __init__(self, start_reached: bool):
+        self.log: list = []
+        self.start_reached = start_reached
+        self.events = 0
+
+    def set_device(self, index):
+        pass
+
+    def get_device_properties(self, index):
+        return type("Properties", (), {"name": "recording", "L2_cache_size": 1 << 20})()
+
+    def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
+        cuda, name = self, ["start", "end", "fence", "probe0", "probe1", "probe2"][self.events]
+        self.events += 1
+
+        class Event:
+            def record(self):
+                cuda.log.append(("record", name))
+
+            def query(self):
+                cuda.log.append(("query", name))
+                return cuda.start_reached if name == "start" else True
+
+            def synchronize(self):
+                cuda.log.append(("wait", name))
+
+            def elapsed_time(self, other):
+                return 0.05
+
+        return Event()
+
+    def synchronize(self):
+        self.log.append("synchronize device")
+
+    def _sleep(self, cycles):
+        self.log.append(("sleep", cycles))
+
+
+class RecordingTorch:
+    int32 = torch.int32
+
+    def __init__(self, start_reached: bool):
+        self.cuda = RecordingCuda(start_reached)
+
+    def empty(self, *shape, dtype=None, device=None):
+        return torch.empty(0, dtype=dtype)
+
+
+class NoRuntime:
+    available = False
+    error = "not loaded in this test"
+
+
+@pytest.mark.parametrize("start_reached", [False, True])
+def test_the_cuda_window_asks_whether_it_was_covered_before_waiting_for_the_device(monkeypatch, start_reached):
+    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+    fake = RecordingTorch(start_reached)
+    device = timing.CudaDevice(fake)
+    device.lead(100.0)  # no clock measured yet: 2000 MHz, the safe side
+    device.lead_clock_mhz = 1500.0
+    device.lead(100.0)
+    region = device.time_region(lambda: fake.cuda.log.append("body"))
+    assert fake.cuda.log == [
+        ("sleep", 200_000), ("sleep", 150_000),
+        ("record", "start"), "body", ("record", "end"),
+        ("query", "start"),  # before anything waits: a wait would let the device catch up
+        "synchronize device", ("record", "fence"), ("wait", "fence"),
+    ]
+    assert region.covered is (not start_reached)
+    assert region.elapsed_us == pytest.approx(50.0)

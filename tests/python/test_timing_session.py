@@ -70,6 +70,13 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
     assert result["baseline_cache"]["stored"] == [timing.PER_CALL]
     assert set(result["calibration_us"]) == {"eager", "compile", "candidate"}
     assert result["stop_reason"] in ("target_reached", "time_budget", "max_rounds")
+    # Host timers cannot tell whether a sample was covered; the report says so per contender.
+    assert all(sample["covered"] is None and sample["lead_us"] == 0.0
+               for each in rounds for sample in each["samples"].values())
+    cover = result["dispatch_cover"]
+    assert set(cover) == {"candidate", "eager", "compile"}
+    assert all(entry["samples"] == len(rounds) and entry["covered_share"] is None for entry in cover.values())
+    assert result["time_budget"]["limit_s"] is None and result["time_budget"]["comparisons"] == 2  # alone, then with the candidate
 
     # The next evaluation of the same task takes the baselines from the cache: no compile.
     again = session("honest", compile_enabled=True, cache=tmp_path)
@@ -157,3 +164,44 @@ def test_repeated_comparisons_run_in_the_same_processes_and_this_one_stays_clean
         assert each["rounds"][-1]["checked"]
     # Both sides ran in children: this process could still fork a CUDA-using child.
     assert "cuda_agent_reference" not in sys.modules
+
+
+def test_a_session_limit_cuts_every_comparison_to_its_share():
+    # Nothing is left for the rounds under a limit of 0 s: each comparison stops after the
+    # floor of rounds that are ever enough (fewer would give verdicts on noise), and the
+    # session says where its time went.
+    result = session("reference", repetitions=3, budget={**QUICK, "session_s": 0.0})
+    assert result["ok"], result
+    for repetition in result["repetitions"]:
+        assert len(repetition["rounds"]) == QUICK["floor_rounds"]
+        assert repetition["stop_reason"] in ("time_limit", "time_budget")
+    spent = result["time_budget"]
+    assert spent["limit_s"] == 0.0 and spent["comparisons"] == 3
+    assert spent["rounds_s"] > 0 and spent["overhead_s"] > 0
+    assert spent["rounds_s"] + spent["overhead_s"] == pytest.approx(result["elapsed_s"])
+
+
+def test_comparisons_share_what_is_left_of_the_session_limit():
+    assert timing_session.comparison_share_s(10.0, 4, most_s=5.0) == pytest.approx(2.5)
+    assert timing_session.comparison_share_s(10.0, 1, most_s=5.0) == pytest.approx(5.0)  # never more than asked
+    assert timing_session.comparison_share_s(-3.0, 2, most_s=5.0) == 0.0  # the overhead ate it all
+    assert timing_session.comparison_share_s(6.0, 0, most_s=5.0) == pytest.approx(5.0)
+
+
+def test_dispatch_cover_counts_covered_samples_per_contender():
+    def entry(covered, lead):
+        return {"time_us": 1.0, "covered": covered, "lead_us": lead}
+
+    rounds = [
+        {"samples": {"eager": entry(True, 100.0), "candidate": entry(False, 50.0)}},
+        {"samples": {"eager": entry(True, 100.0), "candidate": entry(True, 100.0)}},
+        {"samples": {"eager": entry(False, 100.0), "candidate": {"time_us": 1.0}}},  # an older candidate side
+        {"samples": {"eager": entry(True, 200.0)}},
+    ]
+    cover = timing_session.dispatch_cover(rounds)
+    assert cover["eager"] == {"samples": 4, "covered": 3, "covered_share": 0.75,
+                              "lead_us_median": 100.0, "lead_us_max": 200.0}
+    assert cover["candidate"]["samples"] == 3 and cover["candidate"]["covered"] == 1
+    assert cover["candidate"]["covered_share"] == pytest.approx(1 / 3)
+    host = timing_session.dispatch_cover([{"samples": {"eager": entry(None, 0.0)}}])
+    assert host["eager"]["covered_share"] is None

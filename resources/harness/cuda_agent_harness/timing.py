@@ -4,14 +4,25 @@ is timed on one device.
 
 Every sample follows the same recipe, whatever the contender:
 
-1. fresh input contents, generated from a seed outside the timed window;
-2. the cache flushed (on CUDA: a buffer of at least twice the device's L2, read from the
-   device, is zeroed, and persisting-L2 lines are demoted first), then the device synchronized;
-3. the timed region: CUDA events around the call(s) on the current stream (host
+1. the whole device synchronized (the previous sample has finished);
+2. on CUDA, a lead: a spin kernel on the current stream that keeps the device busy while
+   the host enqueues the rest of the sample (the contender's ``lead_us``, below);
+3. fresh input contents, generated from a seed, written on the current stream after the
+   lead;
+4. the cache flushed (on CUDA: a buffer of at least twice the device's L2, read from the
+   device, is zeroed, and persisting-L2 lines are demoted first);
+5. the timed region: CUDA events around the call(s) on the current stream (host
    ``perf_counter_ns`` on the CPU);
-4. the whole device synchronized before the fence that closes the sample: work the call
+6. the whole device synchronized before the fence that closes the sample: work the call
    left running on other streams is measured by the gap between the end event and that
    fence and charged to the sample ("escape").
+
+Because of the lead, the start event fires only once the whole sample is enqueued: the
+window holds the device's time of the call(s), not the host's time to dispatch them
+(PyTorch's dispatcher, cuBLAS/cuDNN heuristics, Python wrappers), which from an idle
+device would fall inside it. A sample whose enqueue outlasted the lead is not
+"covered": it is charged like a sample from an idle device (the calibrated launch leak
+is taken off), and that contender's lead doubles for the next samples.
 
 Three regimes share that recipe (``REGIMES``): ``per_call`` (one call per sample), and for
 short kernels ``cuda_graph`` (N calls on N input sets captured in one CUDA graph, replayed
@@ -45,9 +56,21 @@ DEFAULT_MAX_CALLS_PER_SAMPLE = 256
 #: Input and output sets for the N calls of a short-kernel sample may take this much memory.
 DEFAULT_BATCH_MEMORY_BYTES = 2 << 30
 
+#: The longest lead (µs). A contender whose sample still is not enqueued within it waits
+#: for the device while it is being enqueued (a host synchronization), which no lead can
+#: cover; it is timed from an idle device instead of spinning this long before every sample.
+MAX_LEAD_US = 20_000.0
+#: The first lead is this many times the host's time to enqueue one sample, plus the margin
+#: below: the enqueue time varies from sample to sample (allocator, Python, interrupts).
+LEAD_ENQUEUE_FACTOR = 1.5
+LEAD_MARGIN_US = 20.0
+
 _MIB = 1 << 20
 _SEED_STRIDE = 0x9E3779B97F4A7C15
 _SEED_MASK = (1 << 63) - 1
+#: Flipped in the seed of the samples that measure a lead: their input sets never coincide
+#: with those of the sample that follows them.
+_PROBE_SEED_BIT = 1 << 62
 
 
 class CaptureFailed(RuntimeError):
@@ -62,6 +85,14 @@ class Sample:
     calls: int
     raw_us: float
     escape_us: float = 0.0
+    #: True: the device reached the start event only after the whole sample was enqueued,
+    #: so no host time is inside the window. False: it did not (the launch leak was taken
+    #: off). None: the timer cannot tell (host timers on the CPU; an older candidate side).
+    covered: bool | None = None
+    #: How long the device was kept busy before this sample (0 when there was no lead).
+    lead_us: float = 0.0
+    #: The host's time to enqueue the sample after the lead (inputs, flush, call(s), events).
+    enqueue_us: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -69,14 +100,39 @@ class Sample:
             "calls": self.calls,
             "raw_us": self.raw_us,
             "escape_us": self.escape_us,
+            "covered": self.covered,
+            "lead_us": self.lead_us,
+            "enqueue_us": self.enqueue_us,
         }
 
 
-def per_call_time(raw_us: float, escape_us: float, calls: int, launch_leak_us: float) -> float:
-    """Microseconds per call of a sample: the window less the launch leak (never more than
-    half of it), plus escaped work, over the calls."""
-    corrected = max(raw_us - launch_leak_us, raw_us / 2)
+def per_call_time(
+    raw_us: float, escape_us: float, calls: int, launch_leak_us: float, covered: bool | None = None
+) -> float:
+    """Microseconds per call of a sample: the window, plus escaped work, over the calls.
+    A window that may hold the host's launch latency (not ``covered``) is charged less the
+    launch leak (never more than half of it)."""
+    leak = 0.0 if covered else launch_leak_us
+    corrected = max(raw_us - leak, raw_us / 2)
     return (corrected + escape_us) / max(calls, 1)
+
+
+def initial_lead_us(enqueue_us: float, cap_us: float = MAX_LEAD_US) -> float:
+    """The lead for a contender whose whole sample took ``enqueue_us`` to enqueue."""
+    return min(cap_us, LEAD_ENQUEUE_FACTOR * enqueue_us + LEAD_MARGIN_US)
+
+
+def next_lead_us(lead_us: float, covered: bool | None, cap_us: float = MAX_LEAD_US) -> float:
+    """The lead for a contender's next sample, after one that was ``covered`` or not.
+
+    A covered sample keeps the lead; an uncovered one doubles it, up to ``cap_us``. An
+    uncovered sample at the cap gives the lead up (0: samples start from an idle device,
+    with the launch-leak correction), since a longer one would not help."""
+    if covered is not False or lead_us <= 0.0:
+        return lead_us
+    if lead_us >= cap_us:
+        return 0.0
+    return min(2.0 * lead_us, cap_us)
 
 
 def derive_seed(seed: int, index: int) -> int:
@@ -150,11 +206,27 @@ def _cpu_last_level_cache_bytes() -> int | None:
     return best
 
 
+@dataclass
+class TimedRegion:
+    """What a device's ``time_region`` measured."""
+
+    elapsed_us: float
+    #: From the end of the region to the fence taken after a device-wide synchronize.
+    gap_us: float
+    result: Any
+    #: See ``Sample.covered``.
+    covered: bool | None
+    #: ``perf_counter_ns`` once the region's last launch was enqueued.
+    enqueued_ns: int
+
+
 class CpuDevice:
     """Host timers and a cache flush for the CPU (the same control flow as CUDA, for CI)."""
 
     kind = "cpu"
     supports_graphs = False
+    #: Host timers start when the host starts the call: there is no enqueue to cover.
+    leads = False
 
     def __init__(self, torch: Any, flush_bytes: int | None = None):
         self.torch = torch
@@ -184,12 +256,14 @@ class CpuDevice:
     def flush(self) -> None:
         self._flush_buffer.add_(1)  # reads and writes every line
 
-    def time_region(self, body: Callable[[], Any]) -> tuple[float, float, Any]:
-        """(elapsed µs, gap after the end µs, body's result)."""
+    def lead(self, lead_us: float) -> None:
+        pass
+
+    def time_region(self, body: Callable[[], Any]) -> TimedRegion:
         start = time.perf_counter_ns()
         result = body()
         end = time.perf_counter_ns()
-        return (end - start) / 1000.0, 0.0, result
+        return TimedRegion((end - start) / 1000.0, 0.0, result, covered=None, enqueued_ns=end)
 
     def calibrate_fence(self, repeats: int = 0) -> dict:
         return {"floor_us": 0.0, "tolerance_us": 0.0, "launch_leak_us": 0.0}
@@ -281,6 +355,13 @@ class CudaDevice:
 
     kind = "cuda"
     supports_graphs = True
+    leads = True
+
+    #: Turns a lead in µs into spin cycles before any clock was measured: above the boost
+    #: clock of current GPUs, so that the spin lasts at least as long as asked.
+    FALLBACK_CLOCK_MHZ = 2000.0
+    #: The lead before the empty regions that calibrate the fence, as samples have one.
+    CALIBRATION_LEAD_US = 200.0
 
     #: The clock probe spins for these many SM cycles (torch.cuda._sleep); the difference
     #: of the two, over the difference of their event times, is the SM clock.
@@ -316,6 +397,8 @@ class CudaDevice:
         self.escape_floor_us = 0.0
         self.escape_tolerance_us = 2.0
         self.launch_leak_us = 0.0
+        #: The highest SM clock measured so far (MHz), which turns leads into spin cycles.
+        self.lead_clock_mhz: float | None = None
 
     @property
     def torch_device(self) -> str:
@@ -340,11 +423,22 @@ class CudaDevice:
             self.runtime.reset_persisting_l2()
         self._flush_buffer.zero_()
 
-    def time_region(self, body: Callable[[], Any]) -> tuple[float, float, Any]:
+    def lead(self, lead_us: float) -> None:
+        """Keeps the current stream busy for about ``lead_us`` (a spin kernel)."""
+        cycles = int(lead_us * (self.lead_clock_mhz or self.FALLBACK_CLOCK_MHZ))
+        if cycles > 0:
+            self.torch.cuda._sleep(cycles)
+
+    def time_region(self, body: Callable[[], Any]) -> TimedRegion:
         start, end, fence = self._events
         start.record()
         result = body()
         end.record()
+        enqueued_ns = time.perf_counter_ns()
+        # Asked before anything waits for the device: if it has not reached the start event
+        # yet, everything up to the end event was enqueued before the window opened, and
+        # nothing inside the window waited for the host.
+        covered = not start.query()
         # The whole device, not the current stream: work on side streams must finish
         # before the sample is closed.
         self.torch.cuda.synchronize()
@@ -352,26 +446,30 @@ class CudaDevice:
         fence.synchronize()
         elapsed_us = start.elapsed_time(end) * 1000.0
         gap_us = end.elapsed_time(fence) * 1000.0
-        return elapsed_us, gap_us, result
+        return TimedRegion(elapsed_us, gap_us, result, covered, enqueued_ns)
 
     def calibrate_fence(self, repeats: int = 30) -> dict:
-        """Two constants of this process's timing, measured with harness code only.
+        """Constants of this process's timing, measured with harness code only.
 
+        * The SM clock, which turns leads into spin cycles.
         * The gap between the end event and the fence when nothing escapes (host wake-up
-          and enqueue latency): gaps beyond it, plus a tolerance, are escaped work.
-        * The launch leak: a sample starts on an idle device (so that no work of the
-          contender can run before the start event), and the host's enqueue latency of
-          the first launch then falls inside the window. It is the difference between a
-          trivial kernel timed from idle and the same kernel queued behind work, and is
-          taken off every sample (the reference side applies its own value to all sides).
+          and enqueue latency), measured on empty regions behind a lead as samples have
+          it: gaps beyond it, plus a tolerance, are escaped work.
+        * The launch leak: what the host's launch latency adds to a window opened on an
+          idle device, i.e. the difference between a trivial kernel timed from idle and the
+          same kernel queued behind work. Samples are covered by a lead and need no
+          correction; a sample whose enqueue outlasted its lead (``covered`` False) is
+          charged less this (the reference side applies its own value to all sides).
         """
         gaps, idle, queued = [], [], []
         start, end, _ = self._events
         sleep = self.torch.cuda._sleep
+        self.clock_mhz()
         for _ in range(repeats):
-            self.flush()
             self.synchronize()
-            gaps.append(self.time_region(lambda: None)[1])
+            self.lead(self.CALIBRATION_LEAD_US)
+            self.flush()
+            gaps.append(self.time_region(lambda: None).gap_us)
             self.synchronize()
             start.record()
             sleep(0)
@@ -393,6 +491,7 @@ class CudaDevice:
             "floor_us": floor,
             "tolerance_us": self.escape_tolerance_us,
             "launch_leak_us": self.launch_leak_us,
+            "clock_mhz": self.lead_clock_mhz,
         }
 
     def clock_mhz(self) -> float | None:
@@ -408,7 +507,11 @@ class CudaDevice:
         difference_ms = e1.elapsed_time(e2) - e0.elapsed_time(e1)
         if difference_ms <= 0:
             return None
-        return (self.PROBE_LONG_CYCLES - self.PROBE_SHORT_CYCLES) / (difference_ms * 1000.0)
+        clock = (self.PROBE_LONG_CYCLES - self.PROBE_SHORT_CYCLES) / (difference_ms * 1000.0)
+        # The highest clock turns a lead into the most cycles: at a lower clock the spin
+        # only lasts longer, which is the safe side.
+        self.lead_clock_mhz = max(self.lead_clock_mhz or 0.0, clock)
+        return clock
 
     def graph(self):
         return self.torch.cuda.CUDAGraph()
@@ -517,6 +620,10 @@ class ContenderTimer:
     make_inputs: Callable[[int], list]
     regime: str = PER_CALL
     calls: int = 1
+    #: How long the device is kept busy before each sample (µs), so that the host's time to
+    #: enqueue the sample stays out of its window. None: not measured yet for this regime
+    #: (the next sample measures it); 0: no lead (the CPU, or a contender no lead covers).
+    lead_us: float | None = None
     last_outputs: list = field(default_factory=list)
     _graph: Any = None
     _static_inputs: list = field(default_factory=list)
@@ -537,14 +644,20 @@ class ContenderTimer:
         return calls
 
     def calibrate(self, seed: int, samples: int = 5) -> float:
-        """Median per-call time (µs) over a few per-call samples."""
-        saved = (self.regime, self.calls)
-        self.regime, self.calls = PER_CALL, 1
+        """Median per-call time (µs) over a few per-call samples: the device's time of a
+        call, which decides the regime. Samples whose window may hold the host's dispatch
+        time (not covered) count only if none was covered."""
+        other_regime = (self.regime, self.calls) != (PER_CALL, 1)
+        saved = (self.regime, self.calls, self.lead_us)
+        if other_regime:  # a per-call enqueue needs a lead of its own
+            self.regime, self.calls, self.lead_us = PER_CALL, 1, None
         try:
-            times = [self.sample(derive_seed(seed, index)).time_us for index in range(samples)]
+            taken = [self.sample(derive_seed(seed, index)) for index in range(samples)]
         finally:
-            self.regime, self.calls = saved
-        return statistics.median(times)
+            if other_regime:
+                self.regime, self.calls, self.lead_us = saved
+        covered = [each.time_us for each in taken if each.covered is not False]
+        return statistics.median(covered or [each.time_us for each in taken])
 
     def bytes_per_call(self, seed: int) -> int:
         torch = self.device.torch
@@ -562,6 +675,7 @@ class ContenderTimer:
         self._graph = None
         self._static_inputs, self._static_outputs = [], []
         self.regime, self.calls = regime, (1 if regime == PER_CALL else max(1, calls))
+        self.lead_us = None  # this regime's enqueue takes another time
         if regime != CUDA_GRAPH:
             return
         torch = self.device.torch
@@ -593,39 +707,75 @@ class ContenderTimer:
                 if isinstance(target, torch.Tensor):
                     target.copy_(value)
 
+    def _prepare_body(self, seed: int) -> Callable[[], list]:
+        """Writes the sample's fresh inputs (on the current stream) and returns the call(s)
+        that the window times."""
+        if self.regime == CUDA_GRAPH:
+            self._refill(seed)
+            return self._graph.replay
+        sets = [self.make_inputs(derive_seed(seed, index)) for index in range(self.calls)]
+        function = self.function
+        if self.calls == 1:
+            inputs = sets[0]
+
+            def body():
+                return [function(*inputs)]
+
+            return body
+
+        def body():
+            return [function(*inputs) for inputs in sets]
+
+        return body
+
     def sample(self, seed: int) -> Sample:
         """One sample on fresh inputs derived from ``seed``."""
         torch = self.device.torch
         device = self.device
+        if self.lead_us is None and device.leads:
+            self._measure_lead(seed)
+        lead_us = self.lead_us or 0.0
+        device.synchronize()  # nothing of the previous sample is left running
+        if lead_us:
+            device.lead(lead_us)
+        enqueue_started_ns = time.perf_counter_ns()
         with torch.no_grad():
-            if self.regime == CUDA_GRAPH:
-                self._refill(seed)
-                body = self._graph.replay
-            else:
-                sets = [self.make_inputs(derive_seed(seed, index)) for index in range(self.calls)]
-                function = self.function
-                if self.calls == 1:
-                    inputs = sets[0]
-
-                    def body():
-                        return [function(*inputs)]
-
-                else:
-
-                    def body():
-                        return [function(*inputs) for inputs in sets]
-
+            # The inputs are written after the lead, on the current stream. Work that the
+            # contender starts on a stream of its own, one that does not wait for the current
+            # stream, could run during the lead, before the start event, out of the window;
+            # but it would read memory that does not hold this sample's inputs yet (earlier
+            # samples had other seeds), and the session's re-check of timed outputs rejects
+            # what it computed.
+            body = self._prepare_body(seed)
+            # After the inputs are written, so that they are cold in L2 as in any call.
             device.flush()
-            device.synchronize()
-            elapsed_us, gap_us, result = device.time_region(body)
-        escape_us = max(0.0, gap_us - device.escape_floor_us - device.escape_tolerance_us)
-        self.last_outputs = self._static_outputs if self.regime == CUDA_GRAPH else result
+            region = device.time_region(body)
+        escape_us = max(0.0, region.gap_us - device.escape_floor_us - device.escape_tolerance_us)
+        self.last_outputs = self._static_outputs if self.regime == CUDA_GRAPH else region.result
+        if self.lead_us is not None:
+            self.lead_us = next_lead_us(lead_us, region.covered)
         return Sample(
-            time_us=per_call_time(elapsed_us, escape_us, self.calls, device.launch_leak_us),
+            time_us=per_call_time(region.elapsed_us, escape_us, self.calls, device.launch_leak_us, region.covered),
             calls=self.calls,
-            raw_us=elapsed_us,
+            raw_us=region.elapsed_us,
             escape_us=escape_us,
+            covered=region.covered,
+            lead_us=lead_us,
+            enqueue_us=(region.enqueued_ns - enqueue_started_ns) / 1000.0,
         )
+
+    def _measure_lead(self, seed: int, probes: int = 2) -> None:
+        """Sets the first lead of this regime from the host's time to enqueue one whole
+        sample (inputs, flush, events, call(s)): the shortest of a few probes, since the
+        first samples of a regime may still grow the allocator. The probes start from an
+        idle device: a contender that waits for the device while its inputs are made (a
+        copy from host memory, say) would otherwise show the lead's length, not its own."""
+        self.lead_us = 0.0
+        # Other inputs than the sample's own: memory the probes leave behind must not hold
+        # them already (see ``sample``).
+        probe_seed = seed ^ _PROBE_SEED_BIT
+        enqueue_us = min(self.sample(probe_seed).enqueue_us for _ in range(probes))
+        self.lead_us = initial_lead_us(enqueue_us)
 
 
 # ---------------------------------------------------------------------------------------

@@ -21,6 +21,13 @@ the tolerance are flagged. After some rounds chosen in secret (and after the las
 candidate side must hand over the outputs it just produced under the timer; the reference
 side compares them with its own eager outputs of the same round.
 
+Each sample keeps the device busy with a lead while it is enqueued (``timing``), so the
+times are the device's, without the host's dispatch; the share of samples the lead
+covered is reported per contender (``dispatch_cover``). A request may hold the session to
+a time limit (``budget.session_s``): what start-up, compile and calibration leave of it is
+shared over the comparisons, which stop when their share ends (``time_budget`` in the
+result says where the time went).
+
 Baselines come from the cache (``baseline_cache``) when a fresh entry exists: then the
 reference side times eager only, and the speedup against torch.compile goes through the
 cached compile/eager ratio (eager anchors the two sessions). Cache entries are measured
@@ -54,14 +61,20 @@ from typing import Any, Callable
 from . import baseline_cache, timing
 from .registry import handler
 
-PROTOCOL_VERSION = 1
+#: 2: samples are covered by a lead, so times are the device's alone; the baseline cache's
+#: key holds this, so that times taken by version 1 (window from an idle device) are not reused.
+PROTOCOL_VERSION = 2
 RESULT_MARKER = "CUDA_AGENT_TIMING_RESULT "
 TO_REFERENCE = "to_reference"
 TO_CANDIDATE = "to_candidate"
 MAX_MESSAGE_BYTES = 1 << 20
 
 DEFAULT_BUDGET = {
-    "time_s": 5.0,  # for the interleaved rounds
+    "time_s": 5.0,  # for the interleaved rounds of one comparison (a target, not a limit)
+    # A limit on the whole session (seconds from its start), or None. Start-up, compile,
+    # calibration and the baselines' own measurement count against it; each comparison gets
+    # a share of what is left and stops when its share ends, once it has floor_rounds.
+    "session_s": None,
     "min_rounds": 10,
     "floor_rounds": 5,  # fewer are never enough, whatever the time
     "max_rounds": 400,
@@ -514,18 +527,55 @@ class RemoteContender:
         reply = self.request({"op": "sample", "seed": seed}, ("sample",))
         try:
             values = [float(reply[name]) for name in ("time_us", "raw_us", "escape_us")]
+            lead_us, enqueue_us = float(reply.get("lead_us", 0.0)), float(reply.get("enqueue_us", 0.0))
             calls = int(reply["calls"])
         except (KeyError, TypeError, ValueError):
             raise SessionError("harness_error", "the candidate side's sample is malformed")
-        if not all(math.isfinite(value) and value >= 0 for value in values) or values[1] <= 0 or calls < 1:
+        covered = reply.get("covered")  # absent from an older candidate side: cannot tell
+        possible = (
+            all(math.isfinite(value) and value >= 0 for value in values + [lead_us, enqueue_us])
+            and values[1] > 0 and calls >= 1 and (covered is None or isinstance(covered, bool))
+        )
+        if not possible:
             raise SessionError("harness_error", f"the candidate side reported an impossible sample: {reply}")
         raw_us, escape_us = values[1], values[2]
         return timing.Sample(
-            time_us=timing.per_call_time(raw_us, escape_us, calls, self.launch_leak_us),
+            time_us=timing.per_call_time(raw_us, escape_us, calls, self.launch_leak_us, covered),
             calls=calls,
             raw_us=raw_us,
             escape_us=escape_us,
+            covered=covered,
+            lead_us=lead_us,
+            enqueue_us=enqueue_us,
         )
+
+
+def dispatch_cover(rounds: list[dict]) -> dict:
+    """Per contender, how many of its samples were covered by their lead (the device's time
+    alone in the window) and how long the leads were. ``covered_share`` is None where the
+    timer cannot tell (host timers)."""
+    summary = {}
+    names = sorted({name for each in rounds for name in each["samples"]})
+    for name in names:
+        samples = [each["samples"][name] for each in rounds if name in each["samples"]]
+        known = [sample.get("covered") for sample in samples if sample.get("covered") is not None]
+        covered = sum(1 for flag in known if flag)
+        leads = [float(sample.get("lead_us") or 0.0) for sample in samples]
+        summary[name] = {
+            "samples": len(samples),
+            "covered": covered,
+            "covered_share": covered / len(samples) if known else None,
+            "lead_us_median": statistics.median(leads) if leads else None,
+            "lead_us_max": max(leads, default=None),
+        }
+    return summary
+
+
+def comparison_share_s(seconds_left: float, comparisons_left: int, most_s: float) -> float:
+    """Seconds for the next comparison of a session held to a time limit: what is left of
+    the limit (the overhead so far is already spent) shared over the comparisons still
+    owed, at most ``most_s``, never negative."""
+    return max(0.0, min(most_s, seconds_left / max(1, comparisons_left)))
 
 
 class ReferenceSession:
@@ -552,6 +602,9 @@ class ReferenceSession:
         self.compiled: timing.ContenderTimer | None = None
         self.compile_seconds = None
         self.clocks: list[float] = []
+        self.time_limit_s = None if self.budget.get("session_s") is None else float(self.budget["session_s"])
+        self.rounds_seconds = 0.0
+        self.comparisons = 0
         self.result: dict = {"ok": False, "protocol": PROTOCOL_VERSION}
 
     # -- helpers ------------------------------------------------------------------------
@@ -630,11 +683,24 @@ class ReferenceSession:
             raise SessionError("harness_error", "; ".join(failures))
         return regime
 
-    def run_rounds(self, contenders: dict, pairs: list[tuple[str, str]], budget_s: float, challenge: bool) -> tuple[list, str]:
+    def comparison_time(self, comparisons_left: int) -> tuple[float, float | None]:
+        """(seconds the next comparison aims at, the monotonic time it must stop at or None).
+        Under a session limit, its share of what is left; otherwise the budget's time."""
+        most = float(self.budget["time_s"])
+        if self.time_limit_s is None:
+            return most, None
+        left = self.started + self.time_limit_s - time.monotonic()
+        share = comparison_share_s(left, comparisons_left, most)
+        return share, time.monotonic() + share
+
+    def run_rounds(self, contenders: dict, pairs: list[tuple[str, str]], challenge: bool,
+                   comparisons_left: int = 1) -> tuple[list, str]:
         """Interleaved rounds until the speedups of ``pairs`` are precise enough, the time
-        budget is spent, or the round limit is reached."""
+        budget is spent, the comparison's share of a session limit ends, or the round limit
+        is reached. ``comparisons_left`` counts this one and those still to come."""
         rounds: list[dict] = []
         started = time.monotonic()
+        budget_s, stop_at = self.comparison_time(comparisons_left)
         target = math.log1p(float(self.budget["target_relative_error"]))
         min_rounds, floor_rounds = int(self.budget["min_rounds"]), int(self.budget["floor_rounds"])
         max_rounds = int(self.budget["max_rounds"])
@@ -659,18 +725,24 @@ class ReferenceSession:
             if challenge and self.rng.random() < float(self.check["probability"]):
                 self.check_timed_outputs(contenders, record)
             usable = [each for each in rounds if not each["throttled"]]
-            elapsed = time.monotonic() - started
+            now = time.monotonic()
             if len(usable) >= min_rounds and self.precise(usable, pairs, target):
                 stop_reason = "target_reached"
                 break
-            if elapsed >= budget_s and len(usable) >= floor_rounds:
+            if now - started >= budget_s and len(usable) >= floor_rounds:
                 stop_reason = "time_budget"
                 break
-            if time.monotonic() > self.deadline():
+            # Throttled rounds count here: a limit must end the comparison even on a hot GPU.
+            if stop_at is not None and now >= stop_at and len(rounds) >= floor_rounds:
+                stop_reason = "time_limit"
+                break
+            if now > self.deadline():
                 stop_reason = "deadline"
                 break
         if challenge and rounds and not rounds[-1]["checked"]:
             self.check_timed_outputs(contenders, rounds[-1])
+        self.rounds_seconds += time.monotonic() - started
+        self.comparisons += 1
         return rounds, stop_reason
 
     def deadline(self) -> float:
@@ -721,13 +793,12 @@ class ReferenceSession:
                 {"round": record["round"], "call": call},
             )
 
-    def measure_baselines_alone(self, regime: str, calls: int, calibration: dict) -> dict:
+    def measure_baselines_alone(self, regime: str, calls: int, calibration: dict, comparisons_left: int = 1) -> dict:
         """Eager and compile interleaved with no candidate process on the GPU: what the cache keeps."""
         contenders = {"eager": self.eager, "compile": self.build_compile()}
         used = self.configure_all(contenders, regime, calls)
-        rounds, stop = self.run_rounds(
-            contenders, [("eager", "compile")], float(self.budget["time_s"]), challenge=False
-        )
+        rounds, stop = self.run_rounds(contenders, [("eager", "compile")], challenge=False,
+                                       comparisons_left=comparisons_left)
         usable = [each for each in rounds if not each["throttled"]] or rounds
         clocks = [each["samples"]["eager"]["clock_mhz"] for each in usable if each["samples"]["eager"]["clock_mhz"]]
         return {
@@ -796,7 +867,8 @@ class ReferenceSession:
             natural, _ = timing.choose_regime(calibration, self.device.supports_graphs, self.short_kernel_us)
             if cache is not None and not (cached_entry and natural in cached_entry["regimes"]):
                 calls = self.calls_for(calibration, natural)
-                measurement = self.measure_baselines_alone(natural, calls, dict(calibration))
+                measurement = self.measure_baselines_alone(natural, calls, dict(calibration),
+                                                           comparisons_left=1 + self.repetitions())
                 cache.store(key, measurement["regime"], measurement)
                 cached_entry, _ = cache.load(key)
                 cache_status["stored"] = [measurement["regime"]]
@@ -877,8 +949,8 @@ class ReferenceSession:
         result.update({"regime": regime, "regime_reason": reason, "calls_per_sample": calls})
 
         pairs = [("eager", "candidate")] + ([("compile", "candidate")] if "compile" in contenders else [])
-        budget_s = float(self.budget["time_s"])
-        rounds, stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+        repetitions = self.repetitions()
+        rounds, stop = self.run_rounds(contenders, pairs, challenge=True, comparisons_left=repetitions)
         if measurement is not None:
             why = self.stale(measurement, rounds)
             if why:
@@ -887,22 +959,23 @@ class ReferenceSession:
                 contenders["compile"] = self.build_compile()
                 regime = self.configure_all(contenders, regime, calls)
                 pairs.append(("compile", "candidate"))
-                more, stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
+                more, stop = self.run_rounds(contenders, pairs, challenge=True, comparisons_left=repetitions)
                 for each in more:
                     each["round"] += len(rounds)
                 rounds += more
                 measurement = None
         # Further independent comparisons in the same processes (A/A measurements).
-        repetitions = [{"rounds": rounds, "stop_reason": stop}]
-        for _ in range(int(self.request.get("repetitions", 1)) - 1):
-            more, more_stop = self.run_rounds(contenders, pairs, budget_s, challenge=True)
-            repetitions.append({"rounds": more, "stop_reason": more_stop})
+        compared = [{"rounds": rounds, "stop_reason": stop}]
+        for done in range(1, repetitions):
+            more, more_stop = self.run_rounds(contenders, pairs, challenge=True, comparisons_left=repetitions - done)
+            compared.append({"rounds": more, "stop_reason": more_stop})
         with contextlib.suppress(EOFError):
             channel.send({"op": "finish"})
-        if len(repetitions) > 1:
-            result["repetitions"] = repetitions
+        if len(compared) > 1:
+            result["repetitions"] = compared
         result.update(
             {
+                "dispatch_cover": dispatch_cover([each for repetition in compared for each in repetition["rounds"]]),
                 "regime": regime,
                 "rounds": rounds,
                 "stop_reason": stop,
@@ -916,6 +989,10 @@ class ReferenceSession:
         )
         return {"regime": regime, "calls": calls, "live_compile": "compile" in contenders}
 
+    def repetitions(self) -> int:
+        """Independent comparisons with the candidate (more than one for A/A measurements)."""
+        return max(1, int(self.request.get("repetitions", 1)))
+
     def calls_for(self, calibration: dict, regime: str, candidate_bytes: int = 0) -> int:
         if regime == timing.PER_CALL:
             return 1
@@ -924,14 +1001,21 @@ class ReferenceSession:
 
     def finish(self, calibration: dict, cache_status: dict) -> dict:
         result = self.result
+        elapsed = time.monotonic() - self.started
         result.update(
             {
+                "time_budget": {
+                    "limit_s": self.time_limit_s,
+                    "comparisons": self.comparisons,
+                    "rounds_s": self.rounds_seconds,
+                    "overhead_s": elapsed - self.rounds_seconds,
+                },
                 "calibration_us": calibration,
                 "reference_clock_mhz": self.reference_clock(),
                 "throttle_tolerance": self.throttle_tolerance,
                 "baseline_cache": cache_status,
                 "compile_seconds": self.compile_seconds,
-                "elapsed_s": time.monotonic() - self.started,
+                "elapsed_s": elapsed,
                 "warnings": self.warnings,
             }
         )
