@@ -58,6 +58,7 @@ int main(int argc, char** argv) {
   int repeats = 10;
   int cold = 2;
   fs::path task_file, candidate, json;
+  bool prepared_children = false;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     auto value = [&]() -> std::string {
@@ -73,8 +74,10 @@ int main(int argc, char** argv) {
     else if (argument == "--task") task_file = value();
     else if (argument == "--candidate") candidate = value();
     else if (argument == "--json") json = value();
+    else if (argument == "--prepared-children") prepared_children = true;
     else {
-      std::cerr << "usage: " << argv[0] << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]\n";
+      std::cerr << "usage: " << argv[0] << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]"
+                   " [--prepared-children]\n";
       return 2;
     }
   }
@@ -123,6 +126,7 @@ int main(int argc, char** argv) {
   ca::HarnessOptions options;
   options.device = device;
   options.python = CUDA_AGENT_PYTHON;
+  options.prepared_children = prepared_children;
 
   // Cold: a new verifier (new workers) each time.
   std::vector<double> cold_seconds;

@@ -73,6 +73,8 @@ options:
                         DIR skip compiling the reference
   --gpu N               the GPU to use (device minor, default 0)
   --unconfined          build and run WITHOUT bubblewrap (ProcessSandbox); for trusted code only
+  --prepared-children   fork each verification process ahead of its request, with CUDA started
+                        (faster; off by default until the GPU adversarial suite passes with it)
   --quiet               no progress lines
   -h, --help            this text
 
@@ -97,6 +99,7 @@ struct EvalOptions {
   std::filesystem::path work_directory;
   int gpu = 0;
   bool unconfined = false;
+  bool prepared_children = false;
   bool quiet = false;
   bool profile = true;
   std::string reward = "milestone";
@@ -180,6 +183,8 @@ EvalOptions parse(std::span<const std::string> arguments) {
       options.gpu = parse_whole_number(argument, value(), 0, 255);
     } else if (argument == "--unconfined") {
       options.unconfined = true;
+    } else if (argument == "--prepared-children") {
+      options.prepared_children = true;
     } else if (argument == "--quiet") {
       options.quiet = true;
     } else if (argument == "--no-profile") {
@@ -328,6 +333,7 @@ int eval_command(std::span<const std::string> arguments) {
   harness.work_directory = work / "harness";
   harness.gpus = {options.gpu};
   harness.progress = progress;
+  harness.prepared_children = options.prepared_children;
   if (options.unconfined) harness.sandbox_factory = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
   VerificationPolicy policy;
   policy.input_sets = options.input_sets;

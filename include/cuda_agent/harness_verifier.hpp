@@ -128,6 +128,8 @@ struct HarnessOptions {
   std::pair<uid_t, gid_t> reference_identity{65533, 65534};
   std::pair<uid_t, gid_t> candidate_identity{65534, 65534};
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
+  /// See `HarnessWorkerOptions::prepared_child`.
+  bool prepared_children = false;
   /// Short progress lines ("starting the harness workers", ...).
   std::function<void(std::string_view)> progress;
 };
@@ -389,6 +391,7 @@ class HarnessVerifier {
         if (::geteuid() == 0)
           worker_options.owner = role == "reference" ? options_.reference_identity : options_.candidate_identity;
         worker_options.startup_timeout = options_.startup_timeout;
+        worker_options.prepared_child = options_.prepared_children;
         // Inside bubblewrap these are the sandbox's private folders: cleaned after each request.
         worker_options.scrub_directories = {"/tmp", "/dev/shm"};
         worker = std::make_unique<HarnessWorker>(options_.sandbox_factory(worker_sandbox(role)), std::move(worker_options));

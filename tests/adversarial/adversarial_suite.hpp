@@ -105,7 +105,14 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
                        {"catalog", suite_case.entry["catalog"]}, {"verdict", verdict},
                        {"message", rejection ? rejection->message : ""}, {"seconds", seconds},
                        {"expected", suite_case.expected.empty() ? nlohmann::json("correct") : nlohmann::json(suite_case.expected)}});
-    INFO(label << " -> " << nlohmann::json(evaluation).dump(2).substr(0, 6000));
+    const nlohmann::json as_json = evaluation;
+    if (!suite_case.expected.empty() && !rejection) {
+      // An exploit that got through: what the candidate's process observed is what says why.
+      const nlohmann::json::json_pointer observations("/verification/details/observations");
+      if (as_json.contains(observations))
+        std::cout << "      observations: " << as_json.at(observations).dump().substr(0, 3000) << std::endl;
+    }
+    INFO(label << " -> " << as_json.dump(2).substr(0, 6000));
     if (suite_case.expected.empty()) {
       CHECK(evaluation.correct());
     } else {

@@ -77,6 +77,37 @@ def test_deep_or_huge_descriptions_are_refused():
         tensorio.validate(wide)
 
 
+def test_a_slot_rewritten_in_place_holds_only_the_new_output(tmp_path):
+    large, path = roundtrip(tmp_path, torch.randn(4096))
+    small_value = torch.arange(10, dtype=torch.float32)
+    layout = []
+    small = tensorio.describe(small_value, layout)
+    tensorio.write_slot(path, layout)
+    assert os.path.getsize(path) == tensorio.ALIGNMENT  # no tail of the larger output is left
+    assert torch.equal(tensorio.read_tensor(path, small), small_value)
+    with pytest.raises(tensorio.DescriptionError):  # the larger description no longer fits
+        tensorio.read_tensor(path, large)
+
+
+def test_reads_into_a_scratch_buffer_reuse_it_and_grow_it(tmp_path):
+    folders = [tmp_path / name for name in ("a", "b", "c")]
+    for folder in folders:
+        folder.mkdir()
+    first_value, second_value, grown_value = torch.randn(100), torch.randn(50, dtype=torch.float64), torch.randn(1000)
+    (first, first_path), (second, second_path), (grown, grown_path) = (
+        roundtrip(folder, value) for folder, value in zip(folders, (first_value, second_value, grown_value)))
+    scratch = tensorio.ScratchBuffer()
+    assert torch.equal(tensorio.read_tensor(first_path, first, scratch), first_value)
+    held = scratch.buffer
+    assert torch.equal(tensorio.read_tensor(second_path, second, scratch), second_value)
+    assert scratch.buffer is held  # 400 bytes, then 400 bytes: the same memory
+    assert torch.equal(tensorio.read_tensor(grown_path, grown, scratch), grown_value)
+    assert scratch.buffer.numel() >= 4000
+    os.truncate(grown_path, 100)
+    with pytest.raises(tensorio.DescriptionError):
+        tensorio.read_tensor(grown_path, grown, scratch)
+
+
 def test_a_truncated_slot_is_an_error_not_a_crash(tmp_path):
     description, path = roundtrip(tmp_path, torch.randn(1024))
     os.truncate(path, 100)

@@ -99,6 +99,14 @@ class Judge:
         self.runs = int(args.get("runs", 2))
         self.checks: list[dict] = []
         self.passed_first_run: set[int] = set()
+        # Each output read is compared (synchronously) before the next read reuses it.
+        self.scratch = tensorio.ScratchBuffer(pinned=any(t.is_cuda for t in self._all_expected_tensors()))
+
+    def _all_expected_tensors(self) -> list:
+        found = []
+        for entry in self.expected:
+            found += entry.tensors + list(entry.inputs_after.values())
+        return found
 
     def check(self, message: dict, set_index: int, run: int) -> None:
         if message.get("set") != set_index or message.get("run") != run:
@@ -118,7 +126,7 @@ class Judge:
             compare.compare_structure(expected.description, description)
             stats = []
             for path_in_output, tensor in zip(expected.leaves, expected.tensors):
-                actual = tensorio.read_tensor(path, _at(description, path_in_output))
+                actual = tensorio.read_tensor(path, _at(description, path_in_output), self.scratch)
                 stats.append(compare.compare_tensor(tensor, actual, compare.tolerance_for(self.tolerance, tensor.dtype),
                                                     compare.label(path_in_output)))
             returned_inputs = message.get("inputs") or {}
@@ -131,7 +139,7 @@ class Judge:
                 want = expected.inputs_after[index]
                 if list(entry.get("shape", [])) != list(want.shape) or entry.get("dtype") != tensorio.dtype_name(want.dtype):
                     raise Failure("value_mismatch", f"{where} changed shape or dtype")
-                actual = tensorio.read_tensor(path, entry)
+                actual = tensorio.read_tensor(path, entry, self.scratch)
                 stats.append(compare.compare_tensor(want, actual, compare.tolerance_for(self.tolerance, want.dtype),
                                                     where))
         except tensorio.DescriptionError as error:

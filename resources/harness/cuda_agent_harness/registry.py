@@ -30,10 +30,10 @@ _prepared: set[str] = set()
 def handler(name: str, prepared: bool = False):
     """Registers the decorated function as the handler of requests named ``name``.
 
-    ``prepared``: its requests run in the worker's prepared child, whose device, thread
-    pools and profiler are ready (see ``worker.prepare_child``); others run in a child
-    forked on arrival, clean of all that (a timing session, whose launches a profiler
-    that was once active would slow on the host)."""
+    ``prepared``: its requests run in the worker's prepared child, whose device and thread
+    pools are ready (see ``worker.prepare_child``); others run in a child forked on
+    arrival, so that the prepared one is there for the next verification (static checks
+    come first in one) and a timing session starts from a process of its own."""
 
     def register(function: Callable) -> Callable:
         if name in _handlers and _handlers[name] is not function:

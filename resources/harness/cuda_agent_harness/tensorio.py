@@ -127,14 +127,19 @@ def assign_offsets(layout: list) -> int:
 
 
 def write_slot(path: str, layout: list) -> int:
-    """Stores the tensors of ``layout`` (after ``assign_offsets``) in the file at ``path``."""
+    """Stores the tensors of ``layout`` (after ``assign_offsets``) in the file at ``path``.
+
+    A slot is rewritten in place, not truncated first: the file keeps its pages between
+    calls, which the kernel would otherwise free and then allocate and zero again (for a
+    64 MiB output that was most of the cost), and the mapping is populated at once."""
     size = assign_offsets(layout)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     try:
         os.ftruncate(fd, size)
         if size == 0:
             return 0
-        with mmap.mmap(fd, size, mmap.MAP_SHARED, mmap.PROT_READ | mmap.PROT_WRITE) as mapped:
+        flags = mmap.MAP_SHARED | getattr(mmap, "MAP_POPULATE", 0)
+        with mmap.mmap(fd, size, flags, mmap.PROT_READ | mmap.PROT_WRITE) as mapped:
             for description, tensor in layout:
                 if description["nbytes"] == 0:
                     continue
@@ -191,13 +196,30 @@ def validate(description, depth: int = 0, leaves: list | None = None) -> dict:
     return description
 
 
-def read_tensor(path: str, description: dict) -> torch.Tensor:
-    """Reads a described tensor from a slot file into a fresh CPU tensor. The file is read,
-    not mapped: a file truncated by its writer gives an error, not a fault."""
+class ScratchBuffer:
+    """Host memory that ``read_tensor`` reads into, kept from one read to the next (fresh
+    memory for every output costs its allocation and first-touch zeroing each time);
+    page-locked when the outputs go on to a GPU, which copies from it faster."""
+
+    def __init__(self, pinned: bool = False):
+        self.pinned = pinned
+        self.buffer: torch.Tensor | None = None
+
+    def take(self, nbytes: int) -> torch.Tensor:
+        if self.buffer is None or _numel(self.buffer) < nbytes:
+            self.buffer = None  # released before the larger one is allocated
+            self.buffer = _empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=self.pinned)
+        return self.buffer[:max(nbytes, 1)]
+
+
+def read_tensor(path: str, description: dict, scratch: ScratchBuffer | None = None) -> torch.Tensor:
+    """Reads a described tensor from a slot file into a CPU tensor: a fresh one, or a view
+    of ``scratch``, valid until its next read. The file is read, not mapped: a file
+    truncated by its writer gives an error, not a fault."""
     dtype = dtype_of(description["dtype"])
     shape = tuple(description["shape"])
     nbytes = description["nbytes"]
-    buffer = _empty(max(nbytes, 1), dtype=torch.uint8)
+    buffer = scratch.take(nbytes) if scratch is not None else _empty(max(nbytes, 1), dtype=torch.uint8)
     if nbytes:
         with open(path, "rb", buffering=0) as stream:
             stream.seek(description["offset"])
