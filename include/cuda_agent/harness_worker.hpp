@@ -82,7 +82,8 @@ struct HarnessWorkerOptions {
   /// of 659 ms on the H200. The idle child holds a CUDA context (about 0.5 GB of device
   /// memory). Off by default until it is cleared of a suspicion: with it on, the GPU
   /// adversarial suite accepted three candidates that leave side-stream work running
-  /// (that suite had not run to its end before, so the cause is not established).
+  /// (that suite had not run to its end before, so the cause is not established; the
+  /// marker kernel's lazy loading, now done ahead of the profiled call, is the other one).
   bool prepared_child = false;
   /// How long the worker process may live; it is restarted afterwards.
   std::chrono::milliseconds lifetime{std::chrono::hours(24)};

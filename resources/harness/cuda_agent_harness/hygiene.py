@@ -104,6 +104,11 @@ class DeviceActivity:
         from torch.profiler import ProfilerActivity, profile
 
         self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
+        # The marker's first launch in a process loads its kernel (torch loads CUDA modules
+        # lazily), which can hold the launch back past the end of the side-stream work the
+        # marker is there to catch: launched once here, it goes out at once after the call.
+        torch.cuda._sleep(1)
+        torch.cuda.synchronize()
 
     def __enter__(self):
         self.profile.__enter__()
