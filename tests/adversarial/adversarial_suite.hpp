@@ -7,6 +7,11 @@
 // candidates must be accepted. Candidates listed with "without_static_checks" are run a
 // second time with the static checks off, so that the dynamic checks behind them are
 // tested on their own.
+//
+// Two environment variables narrow a run down when one case needs a closer look:
+//   CUDA_AGENT_ADVERSARIAL_ONLY=name,name   only these candidates
+//   CUDA_AGENT_ADVERSARIAL_PREPARED_CHILDREN=1   the verifier's workers fork each
+//       verification's processes ahead of it (HarnessOptions::prepared_children)
 
 #include "catch.hpp"
 
@@ -14,9 +19,11 @@
 
 #include <algorithm>   // find
 #include <chrono>      // steady_clock
+#include <cstdlib>     // getenv
 #include <filesystem>  // path
 #include <fstream>     // ifstream, ofstream
 #include <iostream>    // cout
+#include <sstream>     // istringstream
 #include <string>      // string
 #include <vector>      // vector
 
@@ -37,10 +44,17 @@ inline nlohmann::json load_manifest() {
 /// The cases of `device`: `accept` selects the candidates that must pass, otherwise those
 /// that must be rejected (with and without the static checks).
 inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept) {
+  std::vector<std::string> only;
+  if (const char* names = std::getenv("CUDA_AGENT_ADVERSARIAL_ONLY")) {
+    std::istringstream list(names);
+    for (std::string name; std::getline(list, name, ',');)
+      if (!name.empty()) only.push_back(name);
+  }
   std::vector<SuiteCase> cases;
   const nlohmann::json manifest = load_manifest();
   for (const nlohmann::json& entry : manifest["candidates"]) {
     if (!entry.contains(device)) continue;
+    if (!only.empty() && std::find(only.begin(), only.end(), entry["name"].get<std::string>()) == only.end()) continue;
     const nlohmann::json& expect = entry[device]["expect"];
     const bool correct = expect.is_string() && expect == "correct";
     if (correct != accept) continue;
@@ -72,10 +86,16 @@ inline std::filesystem::path assemble_suite_candidate(const nlohmann::json& entr
 /// Evaluates every case and checks its verdict; writes a JSON report to `report`.
 inline void run_suite(const std::string& device, bool accept, const std::filesystem::path& report) {
   const std::vector<SuiteCase> cases = suite_cases(device, accept);
+  if (cases.empty() && std::getenv("CUDA_AGENT_ADVERSARIAL_ONLY")) {
+    WARN("CUDA_AGENT_ADVERSARIAL_ONLY names no candidate of this part");
+    return;
+  }
   REQUIRE_FALSE(cases.empty());
   ScratchDirectory scratch("adversarial-" + device);
   HarnessOptions options = harness_options(device);
   options.work_directory = scratch.path() / "harness";
+  if (const char* prepared = std::getenv("CUDA_AGENT_ADVERSARIAL_PREPARED_CHILDREN"))
+    options.prepared_children = std::string(prepared) == "1";
   TrustedEvaluatorOptions evaluator_options;
   evaluator_options.work_directory = scratch.path() / "evaluations";
   TrustedEvaluator<HarnessVerifier, ProcessSandbox> evaluator(test_compiler(device, scratch.path()),
