@@ -199,17 +199,21 @@ def validate(description, depth: int = 0, leaves: list | None = None) -> dict:
 class ScratchBuffer:
     """Host memory that ``read_tensor`` reads into, kept from one read to the next (fresh
     memory for every output costs its allocation and first-touch zeroing each time);
-    page-locked when the outputs go on to a GPU, which copies from it faster."""
+    page-locked when the outputs go on to a GPU, which copies from it faster, up to
+    ``pinned_limit`` bytes: outputs of gigabytes would lock that much of the host's memory
+    (rounded up to a power of two by torch's allocator) for the process's lifetime."""
 
-    def __init__(self, pinned: bool = False):
+    def __init__(self, pinned: bool = False, pinned_limit: int = 256 << 20):
         self.pinned = pinned
+        self.pinned_limit = pinned_limit
         self.buffer: torch.Tensor | None = None
 
     def take(self, nbytes: int) -> torch.Tensor:
-        if self.buffer is None or _numel(self.buffer) < nbytes:
+        size = max(nbytes, 1)
+        if self.buffer is None or _numel(self.buffer) < size:
             self.buffer = None  # released before the larger one is allocated
-            self.buffer = _empty(max(nbytes, 1), dtype=torch.uint8, pin_memory=self.pinned)
-        return self.buffer[:max(nbytes, 1)]
+            self.buffer = _empty(size, dtype=torch.uint8, pin_memory=self.pinned and size <= self.pinned_limit)
+        return self.buffer[:size]
 
 
 def read_tensor(path: str, description: dict, scratch: ScratchBuffer | None = None) -> torch.Tensor:
