@@ -126,7 +126,8 @@ struct CompileOptions {
   /// `precompiled_header_frontend_prefixes`), which the one above does not hold: given
   /// that one, they would parse the frontend each time.
   std::vector<std::string> precompiled_header_frontend_includes = {"torch/extension.h"};
-  /// Includes that make a file use the frontend header: exact names, or prefixes ending in '/'.
+  /// Includes that make a file use the frontend header: an include whose name starts with
+  /// one of these ("torch/nn" covers torch/nn.h and everything under torch/nn/).
   std::vector<std::string> precompiled_header_frontend_prefixes = {
       "torch/extension.h", "torch/torch.h", "torch/all.h", "torch/script.h", "torch/nn", "torch/optim",
       "torch/data", "torch/serialize", "torch/jit", "torch/autograd.h", "torch/fft.h", "torch/linalg.h"};
