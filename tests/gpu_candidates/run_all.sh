@@ -99,6 +99,18 @@ if [ "$host_checks" = 1 ]; then
     echo "run_all.sh: no NVIDIA GPU here (/dev/nvidia0 is missing); the candidates are CUDA extensions" >&2
     exit 2
   fi
+  # The budget assumes the GPU is this run's own: another process on it (a test suite, a
+  # benchmark) leaves the heavy evaluations less, and out-of-memory errors would reject
+  # correct candidates. Light evaluations need well under 30 GiB together.
+  if command -v nvidia-smi > /dev/null; then
+    free_gib="$(nvidia-smi --query-gpu=memory.free --format=csv,noheader,nounits -i 0 2>/dev/null | awk 'NR==1 {print int($1 / 1024)}')"
+    if [ -n "$free_gib" ] && [ $((free_gib - 30)) -lt "$memory_budget" ]; then
+      fitting=$((free_gib > 30 ? free_gib - 30 : 0))
+      echo "run_all.sh: warning: only $free_gib GiB of GPU memory are free (another process uses the GPU);" \
+           "the heavy evaluations get $fitting GiB instead of $memory_budget" >&2
+      memory_budget="$fitting"
+    fi
+  fi
   if [[ " ${CUDA_AGENT_EVAL_ARGS:-} " != *" --unconfined "* ]] && ! command -v bwrap > /dev/null; then
     echo "run_all.sh: bubblewrap (bwrap) is not on PATH: cuda-agent eval builds and runs candidates inside it." \
          "Install it (run the machine's setup script) or, for trusted code only," \
