@@ -100,13 +100,7 @@ class Judge:
         self.checks: list[dict] = []
         self.passed_first_run: set[int] = set()
         # Each output read is compared (synchronously) before the next read reuses it.
-        self.scratch = tensorio.ScratchBuffer(pinned=any(t.is_cuda for t in self._all_expected_tensors()))
-
-    def _all_expected_tensors(self) -> list:
-        found = []
-        for entry in self.expected:
-            found += entry.tensors + list(entry.inputs_after.values())
-        return found
+        self.scratch = tensorio.ScratchBuffer(pinned=any(t.is_cuda for entry in expected for t in entry.tensors))
 
     def check(self, message: dict, set_index: int, run: int) -> None:
         if message.get("set") != set_index or message.get("run") != run:
