@@ -507,10 +507,10 @@ def _await_request(request_r: int) -> tuple[dict, float] | None:
 def prepare_child(device: str) -> None:
     """What a verification's handlers do first on ``device``, done ahead of the request:
     the CUDA context and allocator, torch's thread pools, the first entry into its dispatch
-    modes. Not the profiler: with a session run here first, the candidate's profiled call
-    (torch warns that a second session reports its own cycle only) let three candidates
-    that leave side-stream work running through the GPU adversarial suite; it saved 90 ms.
-    A failure is left for the handler, which meets it again and reports it."""
+    modes. Not the profiler: the candidate's side-stream checks read the events of its
+    profiled call, and a session run here first would make that call the process's second
+    (torch warns that a later session reports its own cycle only). A failure is left for
+    the handler, which meets it again and reports it."""
     try:
         import torch
 
