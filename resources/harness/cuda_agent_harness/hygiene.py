@@ -48,11 +48,28 @@ def warm_thread_pools(device: str) -> None:
         torch.cuda.synchronize()
 
 
+def sizes_no_block_serves(free_blocks: list[int], sizes: list[int]) -> list[int]:
+    """The sizes among ``sizes`` for which no free block is left once each size has taken the
+    smallest free block that holds it (one size per block, largest sizes first)."""
+    left = sorted(free_blocks)
+    unserved = []
+    for size in sorted(sizes, reverse=True):
+        fitting = next((index for index, block in enumerate(left) if block >= size), None)
+        if fitting is None:
+            unserved.append(size)
+        else:
+            del left[fitting]
+    return unserved
+
+
 def poison_free_memory(device: str, sizes: list[int]) -> int:
     """Fills free memory that the next allocations may receive with the poison byte, so that
     an output nobody writes reads as NaN (floats) or -1 (integers) instead of stale data.
-    On CUDA every free block of the caching allocator is claimed and filled; on the CPU,
-    blocks of the given sizes are."""
+    On CUDA every free block of the caching allocator is claimed and filled, and blocks of
+    the given sizes are added only where no free block could serve them: adding them every
+    time would grow the cache by all of them at each call (a task with 6 GiB inputs and
+    outputs ran out of a 140 GiB GPU by its third call). On the CPU, blocks of the given
+    sizes are claimed."""
     claimed = []
     filled = 0
     if device == "cuda":
@@ -67,6 +84,7 @@ def poison_free_memory(device: str, sizes: list[int]) -> int:
                 claimed.append(_empty(size, dtype=torch.uint8, device="cuda"))
             except RuntimeError:
                 break
+        sizes = sizes_no_block_serves([block.numel() for block in claimed], sizes)
     for size in sizes:
         if size > 0:
             claimed.append(_empty(size, dtype=torch.uint8, device=device))
