@@ -37,3 +37,48 @@ def test_on_cuda_repeated_poisoning_reuses_the_blocks_it_added():
     fresh = torch.empty(size, dtype=torch.uint8, device="cuda")
     assert bool((fresh == POISON_BYTE).all()), "the next allocation of that size got memory that was not poisoned"
     del kept, fresh
+
+
+# A profiled call as the trace shows it: the gate (a spin on the current stream, 7), the
+# call's kernels, then the marker queued right after forward returned.
+def kernel(name, stream, start_us, end_us, launched_by=None):
+    return {"name": name, "stream": stream, "start_ns": int(start_us * 1000), "end_ns": int(end_us * 1000),
+            "launched_by": launched_by}
+
+
+def call_trace(*work, marker_at_us=2010.0):
+    return ([kernel("spin_kernel(long)", 7, 0, 2000)] + list(work)
+            + [kernel("spin_kernel(long)", 7, marker_at_us, marker_at_us + 1)])
+
+
+def test_kernels_on_the_current_stream_or_ordered_with_it_pass():
+    summary = hygiene.judge_kernels(call_trace(
+        kernel("relu_kernel", 7, 2000, 2005),
+        kernel("side_relu", 13, 2005, 2009),  # a side stream that waited for the gate and was joined
+        kernel("vectorized_elementwise_kernel", 7, 2009, 2010, "aten::copy_")))
+    assert summary["gate_found"] and summary["marker_found"] and summary["gate_us"] == 2000
+    assert summary["unordered_kernels"] == [] and summary["unjoined_kernels"] == []
+    assert summary["kernels"] == 3 and summary["candidate_kernels"] == 2
+    assert summary["kernel_names"] == ["relu_kernel", "side_relu"]
+
+
+def test_a_side_stream_that_waits_for_nothing_ran_during_the_gate():
+    # cuBLAS on a private stream: done before the host returned, so the marker alone sees nothing.
+    summary = hygiene.judge_kernels(call_trace(kernel("sm80_xmma_gemm", 21, 10, 15), kernel("sm80_xmma_gemm", 21, 15, 20)))
+    assert summary["unjoined_kernels"] == []
+    assert [k["name"] for k in summary["unordered_kernels"]] == ["sm80_xmma_gemm", "sm80_xmma_gemm"]
+    assert summary["unordered_kernels"][0]["starts_before_gate_end_ns"] == 1_990_000
+
+
+def test_a_side_stream_never_joined_is_still_running_at_the_marker():
+    summary = hygiene.judge_kernels(call_trace(kernel("side_relu", 13, 2000, 2050), marker_at_us=2001))
+    assert summary["unordered_kernels"] == []
+    assert summary["unjoined_kernels"][0]["name"] == "side_relu"
+    assert summary["unjoined_kernels"][0]["ends_after_return_ns"] == 49_000
+
+
+def test_without_a_gate_only_the_marker_is_judged():
+    # One spin in the trace: it is the marker, and nothing can be said about the call's start.
+    summary = hygiene.judge_kernels([kernel("side_relu", 13, 0, 5), kernel("spin_kernel(long)", 7, 4, 5)])
+    assert not summary["gate_found"] and summary["marker_found"]
+    assert summary["unordered_kernels"] == [] and len(summary["unjoined_kernels"]) == 1

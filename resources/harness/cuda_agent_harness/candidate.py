@@ -243,6 +243,14 @@ class Caller:
         self.device_activity: dict | None = None
         #: Where the calls' time goes, for whoever measures a verification.
         self.timings_ms = {"poison_ms": 0.0, "profiled_call_ms": 0.0}
+        #: The host's longest time in forward so far, which the profiled call's gate outlasts.
+        self.longest_forward_us = 0.0
+
+    def gate_us(self) -> float:
+        """How long the current stream is held before the profiled call: several times the
+        host's longest forward so far (the profiler slows launches down), at least 2 ms, and
+        at most 200 ms, past which a forward that slow is not held back any further."""
+        return min(200_000.0, max(2_000.0, 4 * self.longest_forward_us))
 
     def place(self, pristine: list) -> list:
         """Puts an input set into the same buffers every time."""
@@ -270,7 +278,7 @@ class Caller:
         self.counters.extension_calls = 0
         self.counters.graph_replays = 0
         guard = ForwardGuard(extra_allowed=self.policy.get("extra_allowed_operations", ()))
-        activity = hygiene.DeviceActivity() if profiled else None
+        activity = hygiene.DeviceActivity(self.gate_us()) if profiled else None
         outputs = None
         snapshots = None
         tensors: list = []
@@ -279,10 +287,14 @@ class Caller:
                 if activity is not None:
                     activity.__enter__()
                 try:
+                    entered = time.perf_counter()
                     with guard:
                         outputs = self.model(*inputs)
                     if activity is not None:
                         activity.mark_return()
+                    else:
+                        self.longest_forward_us = max(self.longest_forward_us,
+                                                      (time.perf_counter() - entered) * 1e6)
                     layout: list = []
                     description = tensorio.describe(outputs, layout)
                     tensors = [tensor for _, tensor in layout]
@@ -319,6 +331,17 @@ class Caller:
             summary = activity.summary()
             self.timings_ms["profiled_call_ms"] = (time.monotonic() - mark) * 1000
             self.device_activity = summary
+            if summary["unordered_kernels"]:
+                names = ", ".join(k["name"] for k in summary["unordered_kernels"][:3])
+                raise Rejected("work_outlived_call",
+                               f"on {label}, kernels on another CUDA stream ({names}) started before the work queued on"
+                               " the current stream ahead of forward had finished: that stream does not wait for the"
+                               " current stream, so it can read the inputs before they are written, and nothing"
+                               " orders its work with the caller's. Make the side stream wait for the current stream"
+                               " before launching (side.wait_stream(torch.cuda.current_stream()), or cudaEventRecord"
+                               " on the current stream and cudaStreamWaitEvent on the side stream), and the current"
+                               " stream wait for the side stream before returning.",
+                               {"unordered": summary["unordered_kernels"]})
             if summary["unjoined_kernels"]:
                 names = ", ".join(k["name"] for k in summary["unjoined_kernels"][:3])
                 raise Rejected("work_outlived_call",

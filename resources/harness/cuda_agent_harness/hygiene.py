@@ -113,23 +113,35 @@ def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
 class DeviceActivity:
     """Profiles one call on CUDA: which kernels ran, which of them no allowed torch operator
     launched (the candidate's own, cuBLAS/cuDNN called from its C++, CUDA graph replays),
-    and whether any of them was still running on another stream when a marker queued on the
-    current stream right after the call started."""
+    and whether its kernels on other streams were ordered with the current stream.
+
+    Two spin kernels on the current stream bracket the call. The gate, queued just before
+    forward, keeps the current stream busy for longer than forward takes on the host: a
+    kernel on another stream that starts before the gate ends did not wait for the current
+    stream (it may read inputs not yet written there). The marker, queued right after
+    forward returns, starts once the current stream's work is done: a kernel on another
+    stream still running then was not joined back. Without the gate, a stream that waits
+    for nothing can finish its work while the host is still returning, and both checks
+    see nothing wrong."""
 
     MARKER_CYCLES = 1000
+    #: Cycles per microsecond the gate counts with: at least the SM clock of any GPU that
+    #: runs it, so that the gate lasts at least as long as asked.
+    GATE_CYCLES_PER_US = 2100
 
-    def __init__(self):
+    def __init__(self, gate_us: float = 2000.0):
         from torch.profiler import ProfilerActivity, profile
 
+        self.gate_us = float(gate_us)
         self.profile = profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA])
-        # The marker's first launch in a process loads its kernel (torch loads CUDA modules
-        # lazily), which can hold the launch back past the end of the side-stream work the
-        # marker is there to catch: launched once here, it goes out at once after the call.
+        # A spin kernel's first launch in a process loads its module (torch loads CUDA
+        # modules lazily), which would hold the gate back and let other streams run first.
         torch.cuda._sleep(1)
         torch.cuda.synchronize()
 
     def __enter__(self):
         self.profile.__enter__()
+        torch.cuda._sleep(int(self.gate_us * self.GATE_CYCLES_PER_US))
         return self
 
     def mark_return(self) -> None:
@@ -159,18 +171,35 @@ class DeviceActivity:
             launcher = operators.get(linked) if linked else None
             kernels.append({"name": name, "stream": event.device_resource_id(), "start_ns": event.start_ns(),
                             "end_ns": event.end_ns(), "launched_by": launcher})
-        markers = [k for k in kernels if "spin_kernel" in k["name"]]
-        marker = markers[-1] if markers else None
-        work = [k for k in kernels if k is not marker]
-        own = [k for k in work if not (k["launched_by"] or "").startswith("aten::")]
-        outlived = []
-        if marker is not None:
-            outlived = [k for k in work if k["stream"] != marker["stream"] and k["end_ns"] > marker["start_ns"]]
-        return {
-            "kernels": len(work),
-            "candidate_kernels": len(own),
-            "kernel_names": sorted({k["name"][:120] for k in own})[:16],
-            "marker_found": marker is not None,
-            "unjoined_kernels": [{"name": k["name"][:120], "stream": k["stream"],
-                                  "ends_after_return_ns": k["end_ns"] - marker["start_ns"]} for k in outlived][:8],
-        }
+        return judge_kernels(kernels)
+
+
+def judge_kernels(kernels: list[dict]) -> dict:
+    """What the kernels of one profiled call show (``DeviceActivity``), each given as
+    ``name``, ``stream``, ``start_ns``, ``end_ns`` and ``launched_by`` (the torch operator
+    that launched it, or None)."""
+    spins = [k for k in kernels if "spin_kernel" in k["name"]]
+    # The gate went out before the candidate ran: the first spin to start. The marker is
+    # the last spin in the trace, as before there was a gate.
+    gate = min(spins, key=lambda k: k["start_ns"]) if len(spins) >= 2 else None
+    marker = spins[-1] if spins else None
+    work = [k for k in kernels if k is not marker and k is not gate]
+    own = [k for k in work if not (k["launched_by"] or "").startswith("aten::")]
+    outlived = []
+    if marker is not None:
+        outlived = [k for k in work if k["stream"] != marker["stream"] and k["end_ns"] > marker["start_ns"]]
+    unordered = []
+    if gate is not None:
+        unordered = [k for k in work if k["stream"] != gate["stream"] and k["start_ns"] < gate["end_ns"]]
+    return {
+        "kernels": len(work),
+        "candidate_kernels": len(own),
+        "kernel_names": sorted({k["name"][:120] for k in own})[:16],
+        "marker_found": marker is not None,
+        "gate_found": gate is not None,
+        "gate_us": (gate["end_ns"] - gate["start_ns"]) / 1000 if gate is not None else None,
+        "unjoined_kernels": [{"name": k["name"][:120], "stream": k["stream"],
+                              "ends_after_return_ns": k["end_ns"] - marker["start_ns"]} for k in outlived][:8],
+        "unordered_kernels": [{"name": k["name"][:120], "stream": k["stream"],
+                               "starts_before_gate_end_ns": gate["end_ns"] - k["start_ns"]} for k in unordered][:8],
+    }

@@ -148,9 +148,10 @@ torch::Tensor relu_with_nan(const torch::Tensor& x) {
   return y;
 }
 
-// ReLU on a stream this extension created once. Joined: the side stream waits for the
-// current one (the inputs are ready there) and the current one waits for the result.
-torch::Tensor relu_side_stream(const torch::Tensor& x, bool join, int64_t repeats) {
+// ReLU on a stream this extension created once. The side stream waits for the current one
+// (the inputs are ready there) when `wait_for_inputs`, and the current one waits for the
+// result when `join`.
+torch::Tensor relu_on_side_stream(const torch::Tensor& x, bool wait_for_inputs, bool join, int64_t repeats) {
   static cudaStream_t side = [] {
     cudaStream_t stream = nullptr;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
@@ -167,7 +168,7 @@ torch::Tensor relu_side_stream(const torch::Tensor& x, bool join, int64_t repeat
     return event;
   }();
   torch::Tensor y = torch::empty_like(x);
-  if (join) {
+  if (wait_for_inputs) {
     check(cudaEventRecord(inputs_ready, current_stream()), "record");
     check(cudaStreamWaitEvent(side, inputs_ready, 0), "wait");
   }
@@ -177,6 +178,15 @@ torch::Tensor relu_side_stream(const torch::Tensor& x, bool join, int64_t repeat
     check(cudaStreamWaitEvent(current_stream(), done, 0), "wait");
   }
   return y;
+}
+
+torch::Tensor relu_side_stream(const torch::Tensor& x, bool join, int64_t repeats) {
+  return relu_on_side_stream(x, join, join, repeats);
+}
+
+// The side stream waits for the inputs, but nothing joins it back.
+torch::Tensor relu_side_stream_never_joined(const torch::Tensor& x, int64_t repeats) {
+  return relu_on_side_stream(x, true, false, repeats);
 }
 
 // Computes on the host: two copies and no kernel.
@@ -276,6 +286,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.def("uninitialized_like", &bindings::uninitialized_like);
   m.def("relu_with_nan", &bindings::relu_with_nan);
   m.def("relu_side_stream", &bindings::relu_side_stream);
+  m.def("relu_side_stream_never_joined", &bindings::relu_side_stream_never_joined);
   m.def("host_relu", &bindings::host_relu);
   m.def("copy", &bindings::copy);
   m.def("clamp", &bindings::clamp);
