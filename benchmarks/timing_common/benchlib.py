@@ -159,10 +159,12 @@ def compile_caches(directory: str) -> dict:
 def _prewarm_one(arguments: tuple[str, str, str, str]) -> tuple[str, float, str | None]:
     """Compiles one task's reference as the timing session does (same module, eval mode,
     no_grad, inputs made on the device), filling the shared caches; returns the seconds."""
-    task_path, device_kind, backend, mode = arguments
+    task_path, device_kind, backend, mode, pinned = arguments
     started = time.monotonic()
     try:
         import torch
+
+        pin_compiled_kernels(torch, pinned)
 
         from cuda_agent_harness import timing, timing_session
 
@@ -180,9 +182,23 @@ def _prewarm_one(arguments: tuple[str, str, str, str]) -> tuple[str, float, str 
         return task_path, time.monotonic() - started, f"{type(error).__name__}: {error}"
 
 
-def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str, workers: int) -> list[str]:
+def pin_compiled_kernels(torch, pinned: bool) -> None:
+    """With ``pinned``, inductor skips the on-device benchmarks that choose among kernel
+    configurations, so that every process that compiles a model gets the same program.
+    Without it (torch.compile's default), each process benchmarks some configurations anew
+    at the first call (torch 2.11 does not cache the choice for reductions whose block it
+    scales), and two processes can end up with programs a few percent apart. Part of
+    inductor's compile cache key, so a prewarm must use the setting its sessions use."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.deterministic = bool(pinned)
+
+
+def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str, workers: int,
+                    pinned: bool | list[bool] = False) -> list[str]:
     """torch.compile of every task's reference in ``workers`` parallel processes (spawned:
-    this process must not initialize CUDA). Returns the problems met, one line each."""
+    this process must not initialize CUDA), kernels pinned (``pin_compiled_kernels``) for
+    all tasks or per task. Returns the problems met, one line each."""
     import concurrent.futures
     import multiprocessing
 
@@ -191,7 +207,8 @@ def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str,
     started = time.monotonic()
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                                 max_tasks_per_child=4) as pool:
-        jobs = [pool.submit(_prewarm_one, (path, device, backend, mode)) for path in task_paths]
+        pins = pinned if isinstance(pinned, list) else [pinned] * len(task_paths)
+        jobs = [pool.submit(_prewarm_one, (path, device, backend, mode, pin)) for path, pin in zip(task_paths, pins)]
         for done, job in enumerate(concurrent.futures.as_completed(jobs), 1):
             path, seconds, problem = job.result()
             name = os.path.relpath(path, KERNELBENCH) if path.startswith(KERNELBENCH) else path

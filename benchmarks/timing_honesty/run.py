@@ -10,6 +10,16 @@ side in separate processes, interleaved rounds, L2 flushes, re-checks):
   speedup against compile (from the baseline cache filled by the first session, through
   the live eager anchor) must never be FASTER or SLOWER either.
 
+torch.compile's kernels are pinned in both kinds of session (``--compile-kernels pinned``,
+the default): inductor then skips the on-device benchmarks that choose among kernel
+configurations, so the reference process and the candidate process run the same compiled
+program. With ``--compile-kernels tuned`` (torch.compile's default), each process makes
+some of those choices anew (torch 2.11 does not cache them for reductions whose block it
+scales), and on one H200 the two programs of CrossEntropyLoss and KLDivLoss came out 3 to 7%
+apart, steadily within each process: a true difference between two programs, which an A/A
+comparison is not there to measure. The agreement table's compile times are then those of
+pinned kernels too.
+
 Each session makes ``--repetitions`` independent comparisons (fresh seeds and rounds in
 the same processes). The first session also times compile live against the reference
 model, which gives this GPU's compile/eager ratio for the agreement table (reported, not
@@ -137,6 +147,8 @@ def main() -> int:
     parser.add_argument("--also", nargs="*", default=[], help="more task files for --prewarm-only")
     parser.add_argument("--min-tasks", type=int, default=15)
     parser.add_argument("--compile-backend", default="inductor")
+    parser.add_argument("--compile-kernels", choices=("pinned", "tuned"), default="pinned",
+                        help="pinned: the same compiled program in every process (see above)")
     parser.add_argument("--judge", default=None)
     parser.add_argument("--out", default=os.path.join(benchlib.ROOT, "benchmarks", "results", "timing_honesty.json"))
     arguments = parser.parse_args()
@@ -151,7 +163,11 @@ def main() -> int:
         print("error: task files not found: " + ", ".join(missing), file=sys.stderr)
         return 2
     if arguments.prewarm_only:
-        problems = benchlib.prewarm_compile(task_paths + list(arguments.also), device, arguments.compile_backend, "default", arguments.workers)
+        # The --also files are compiled as the library compiles them (their sessions are not A/A).
+        pinned = arguments.compile_kernels == "pinned"
+        problems = benchlib.prewarm_compile(task_paths + list(arguments.also), device, arguments.compile_backend,
+                                            "default", arguments.workers,
+                                            [pinned] * len(task_paths) + [False] * len(arguments.also))
         for problem in problems:
             print(f"warning: prewarm: {problem} (its session compiles live)")
         return 0
@@ -159,6 +175,9 @@ def main() -> int:
     import torch
 
     from cuda_agent_harness import timing_session
+
+    # The sessions are forked from this process and compile with its inductor settings.
+    benchlib.pin_compiled_kernels(torch, arguments.compile_kernels == "pinned")
 
     judge = benchlib.Judge(benchlib.find_judge(arguments.judge))
     budget = benchlib.Budget(arguments.budget_s)
@@ -294,6 +313,7 @@ def main() -> int:
         "device": device,
         "repetitions": arguments.repetitions,
         "budget_s": arguments.budget_s,
+        "compile_kernels": arguments.compile_kernels,
         "elapsed_s": budget.elapsed(),
         "counts": counts,
         "ratio_quantiles": benchlib.quantiles(ratios),

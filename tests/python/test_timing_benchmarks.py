@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How the timing benchmarks share their time budget out (pure functions, no torch)."""
+"""How the timing benchmarks share their time budget out, and how they set torch.compile up."""
 
 import os
 import sys
@@ -37,3 +37,17 @@ def test_an_early_overrun_shrinks_the_later_shares():
     assert limits[0] == pytest.approx(10.0)
     assert all(later == pytest.approx(70.0 / 9) for later in limits[1:])  # 100 - 30 s over 9 parts
     assert spent == pytest.approx(budget)
+
+
+def test_pinned_kernels_turn_inductors_on_device_choices_off_and_back_on():
+    torch = pytest.importorskip("torch")
+    import torch._inductor.config as inductor_config
+
+    saved = inductor_config.deterministic
+    try:
+        benchlib.pin_compiled_kernels(torch, True)
+        assert inductor_config.deterministic is True
+        benchlib.pin_compiled_kernels(torch, False)
+        assert inductor_config.deterministic is False
+    finally:
+        inductor_config.deterministic = saved
