@@ -68,7 +68,7 @@ def poison_free_memory(device: str, sizes: list[int]) -> int:
     On CUDA every free block of the caching allocator is claimed and filled, and blocks of
     the given sizes are added only where no free block could serve them: adding them every
     time would grow the cache by all of them at each call (a task with 6 GiB inputs and
-    outputs ran out of a 140 GiB GPU by its third call). On the CPU, blocks of the given
+    outputs held 60 GiB by its fifth call and ran out of a 140 GiB GPU). On the CPU, blocks of the given
     sizes are claimed."""
     claimed = []
     filled = 0
