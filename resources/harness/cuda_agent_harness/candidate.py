@@ -382,6 +382,8 @@ class Slots:
         self.session = session
         self.sent = 0
         self.answered = 0
+        #: Waiting for the reference to answer for a slot, and writing outputs into slots.
+        self.timings_ms = {"slot_wait_ms": 0.0, "slot_write_ms": 0.0}
 
     def _await_answers(self, up_to: int) -> None:
         while self.answered < up_to:
@@ -393,9 +395,13 @@ class Slots:
             self.answered += 1
 
     def send(self, message: dict, layout: list) -> None:
+        mark = time.perf_counter()
         self._await_answers(self.sent - 1)
+        waited = time.perf_counter()
         name = f"slot-{self.sent % 2}"
         tensorio.write_slot(os.path.join(self.directory, name), layout)
+        self.timings_ms["slot_wait_ms"] += (waited - mark) * 1000
+        self.timings_ms["slot_write_ms"] += (time.perf_counter() - waited) * 1000
         message["slot"] = name
         self.session.send(message)
         self.sent += 1
@@ -477,6 +483,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     slots.finish()
     timings["calls_ms"] = (time.monotonic() - mark) * 1000
     timings.update(caller.timings_ms)
+    timings.update(slots.timings_ms)
     report["observations"]["device_activity"] = caller.device_activity
     report["observations"]["checks"] = total
 
