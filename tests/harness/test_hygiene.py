@@ -82,3 +82,18 @@ def test_without_a_gate_only_the_marker_is_judged():
     summary = hygiene.judge_kernels([kernel("side_relu", 13, 0, 5), kernel("spin_kernel(long)", 7, 4, 5)])
     assert not summary["gate_found"] and summary["marker_found"]
     assert summary["unordered_kernels"] == [] and len(summary["unjoined_kernels"]) == 1
+
+
+def test_the_gate_outlasts_the_warm_forwards_within_its_bounds():
+    from cuda_agent_harness.candidate import Caller, Counters
+
+    caller = Caller(model=None, device="cuda", counters=Counters(), baseline=None, policy={})
+    assert caller.gate_us() == 2_000.0  # nothing measured yet
+    caller.forward_us = [30_000.0]  # a single forward counts, slow as it is
+    assert caller.gate_us() == 120_000.0
+    caller.forward_us = [30_000.0, 150.0, 900.0, 200.0]  # the first loaded the kernels
+    assert caller.gate_us() == 3_600.0
+    caller.forward_us = [5.0, 10.0]
+    assert caller.gate_us() == 2_000.0
+    caller.forward_us = [5.0, 80_000.0]
+    assert caller.gate_us() == 200_000.0
