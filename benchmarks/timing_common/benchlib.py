@@ -156,7 +156,7 @@ def compile_caches(directory: str) -> dict:
     }
 
 
-def _prewarm_one(arguments: tuple[str, str, str, str]) -> tuple[str, float, str | None]:
+def _prewarm_one(arguments: tuple[str, str, str, str, bool]) -> tuple[str, float, str | None]:
     """Compiles one task's reference as the timing session does (same module, eval mode,
     no_grad, inputs made on the device), filling the shared caches; returns the seconds."""
     task_path, device_kind, backend, mode, pinned = arguments
