@@ -195,10 +195,10 @@ def pin_compiled_kernels(torch, pinned: bool) -> None:
 
 
 def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str, workers: int,
-                    pinned: bool | list[bool] = False) -> list[str]:
+                    pinned: list[bool] | None = None) -> list[str]:
     """torch.compile of every task's reference in ``workers`` parallel processes (spawned:
-    this process must not initialize CUDA), kernels pinned (``pin_compiled_kernels``) for
-    all tasks or per task. Returns the problems met, one line each."""
+    this process must not initialize CUDA), with each task's kernels pinned where ``pinned``
+    says so (``pin_compiled_kernels``; None: none). Returns the problems met, one line each."""
     import concurrent.futures
     import multiprocessing
 
@@ -207,7 +207,7 @@ def prewarm_compile(task_paths: list[str], device: str, backend: str, mode: str,
     started = time.monotonic()
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context,
                                                 max_tasks_per_child=4) as pool:
-        pins = pinned if isinstance(pinned, list) else [pinned] * len(task_paths)
+        pins = pinned or [False] * len(task_paths)
         jobs = [pool.submit(_prewarm_one, (path, device, backend, mode, pin)) for path, pin in zip(task_paths, pins)]
         for done, job in enumerate(concurrent.futures.as_completed(jobs), 1):
             path, seconds, problem = job.result()
