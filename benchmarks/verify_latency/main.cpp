@@ -182,6 +182,7 @@ int main(int argc, char** argv) {
             << (device == "cuda" ? "; torch.cuda.init()" : "") << "'): median " << floor.median << " s\n";
   if (last.contains("reference_timings_ms")) std::cout << "  last reference timings (ms): " << last["reference_timings_ms"].dump() << "\n";
   if (last.contains("candidate_timings_ms")) std::cout << "  last candidate timings (ms): " << last["candidate_timings_ms"].dump() << "\n";
+  if (last.contains("host_timings_ms")) std::cout << "  last host timings (ms): " << last["host_timings_ms"].dump() << "\n";
   if (last.contains("worker_startup")) std::cout << "  worker startup breakdown (s): " << last["worker_startup"].dump() << "\n";
   if (!json.empty()) {
     std::ofstream(json) << nlohmann::json{{"task", task.name}, {"device", device},

@@ -503,6 +503,13 @@ class HarnessVerifier {
   }
 
   VerificationResult run_verification(const Task& task, const Candidate& candidate) {
+    // Where a verification's time goes on this side, for whoever measures one.
+    nlohmann::json host_timings = nlohmann::json::object();
+    auto phase_end = [&, mark = std::chrono::steady_clock::now()](const char* name) mutable {
+      const auto now = std::chrono::steady_clock::now();
+      host_timings[name] = std::chrono::duration<double, std::milli>(now - mark).count();
+      mark = now;
+    };
     std::map<std::string, std::string> files;
     try {
       files = read_candidate_sources(candidate.source_directory).files;
@@ -510,6 +517,7 @@ class HarnessVerifier {
       return rejected(RejectionReason::load_error, std::string("the candidate's files could not be read: ") + error.what());
     }
     start_workers();
+    phase_end("read_sources_ms");
     if (policy_.static_checks) {
       report("static checks");
       if (auto rejection = run_scan(task, files, nullptr)) {
@@ -517,6 +525,7 @@ class HarnessVerifier {
         result.rejection = std::move(rejection);
         return result;
       }
+      phase_end("static_checks_ms");
     }
     const auto module = candidate.build_directory.empty() ? std::nullopt : find_module(candidate.build_directory);
     if (!module)
@@ -566,6 +575,7 @@ class HarnessVerifier {
     candidate_arguments["policy"] = {{"extra_allowed_operations", policy_.extra_allowed_operations},
                                      {"observe_device_activity", policy_.observe_device_activity}};
 
+    phase_end("session_setup_ms");
     report("running the reference and the candidate");
     const auto deadline = std::chrono::steady_clock::now() + policy_.timeout;
     const std::string reference_id =
@@ -596,7 +606,9 @@ class HarnessVerifier {
       throw HarnessError(std::string("the reference process did not finish after the candidate ended (") + error.what() +
                          "); the harness was restarted");
     }
+    phase_end("processes_ms");
     VerificationResult result = combine(candidate_reply, reference_reply);
+    result.details["host_timings_ms"] = std::move(host_timings);
     result.details["seeds"] = seeds;
     result.details["init_seed"] = init_seed;
     result.details["scales"] = reference_arguments["scales"];

@@ -33,6 +33,36 @@ def test_tensors_survive_the_slot_bit_for_bit(tmp_path):
         assert torch.equal(read, value)
 
 
+@pytest.mark.parametrize("value", [torch.randn(37, 11).t(), torch.tensor([True, False, True]),
+                                   torch.randn(1000, dtype=torch.bfloat16), torch.tensor(2.5, dtype=torch.float64)],
+                         ids=["transposed", "bool", "bf16", "0-dim"])
+def test_staged_copies_keep_logical_order_across_pieces(value):
+    staging = tensorio.ScratchBuffer(pinned_limit=48)  # pieces of 48 bytes, the last one short
+    target = torch.full((value.numel() * value.element_size(),), 0xAB, dtype=torch.uint8)
+    tensorio.store_through(target, value, staging)
+    assert torch.equal(target.view(value.dtype).view(value.shape), value)
+    assert staging.buffer.numel() <= 48
+
+
+def test_a_staged_copy_into_a_region_of_the_wrong_size_is_refused():
+    with pytest.raises(ValueError, match="cannot hold"):
+        tensorio.store_through(torch.empty(10, dtype=torch.uint8), torch.randn(3), tensorio.ScratchBuffer())
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: staging is for outputs on a GPU")
+@pytest.mark.parametrize("pinned_limit", [256 << 20, 1 << 20], ids=["one piece", "many pieces"])
+def test_on_cuda_outputs_pass_through_page_locked_staging(tmp_path, pinned_limit):
+    values = (torch.randn(1024, 1031, device="cuda"), torch.randn(64, 3, device="cuda").t(),
+              torch.arange(5, device="cuda"), torch.randn(3))
+    layout = []
+    description = tensorio.describe(values, layout)
+    staging = tensorio.ScratchBuffer(pinned=True, pinned_limit=pinned_limit)
+    tensorio.write_slot(str(tmp_path / "slot"), layout, staging)
+    assert staging.buffer.is_pinned() and staging.buffer.numel() <= pinned_limit
+    for item, value in zip(description["items"], values):
+        assert torch.equal(tensorio.read_tensor(str(tmp_path / "slot"), item), value.cpu())
+
+
 def test_subclasses_scalars_and_other_objects_are_described_not_read(tmp_path):
     class Lazy(torch.Tensor):
         pass

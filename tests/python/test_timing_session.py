@@ -101,6 +101,18 @@ def test_stale_cached_baselines_send_compile_back_to_live_timing(tmp_path):
     assert result["baseline_cache"]["stored"] == [timing.PER_CALL]  # refreshed after the candidate left
 
 
+def test_staleness_tolerates_session_to_session_noise_but_not_a_changed_machine():
+    cached = [100.0, 101.0, 99.0]
+    # 5.3% slower, as an H200 session measured for an unchanged machine: the anchor carries it.
+    assert timing_session.stale_reason([105.3] * 3, cached, [1980.0], 1980.0) is None
+    assert "1.150x" in timing_session.stale_reason([115.0] * 3, cached, [1980.0], 1980.0)
+    assert "0.870x" in timing_session.stale_reason([87.0] * 3, cached, [], None)
+    # The clock is held to its own, tighter bound.
+    assert "SM clock" in timing_session.stale_reason([100.0] * 3, cached, [1850.0], 1980.0)
+    assert timing_session.stale_reason([100.0] * 3, cached, [1900.0], 1980.0) is None
+    assert timing_session.stale_reason([], cached, [], None) == "no eager samples to compare"
+
+
 def test_a_short_contender_switches_all_contenders_to_batches():
     result = session("honest", short_kernel_us=1e9, compile_enabled=True)
     assert result["ok"], result

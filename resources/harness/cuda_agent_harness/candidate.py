@@ -379,13 +379,15 @@ class Slots:
     """Two slot files used in turn; a slot is rewritten only after the reference answered
     for its previous contents."""
 
-    def __init__(self, directory: str, session: Session):
+    def __init__(self, directory: str, session: Session, staged: bool = False):
         self.directory = directory
         self.session = session
         self.sent = 0
         self.answered = 0
         #: Waiting for the reference to answer for a slot, and writing outputs into slots.
         self.timings_ms = {"slot_wait_ms": 0.0, "slot_write_ms": 0.0}
+        #: Page-locked host memory that outputs on a GPU pass through (``write_slot``).
+        self.staging = tensorio.ScratchBuffer(pinned=staged)
 
     def _await_answers(self, up_to: int) -> None:
         while self.answered < up_to:
@@ -401,7 +403,7 @@ class Slots:
         self._await_answers(self.sent - 1)
         waited = time.perf_counter()
         name = f"slot-{self.sent % 2}"
-        tensorio.write_slot(os.path.join(self.directory, name), layout)
+        tensorio.write_slot(os.path.join(self.directory, name), layout, self.staging)
         self.timings_ms["slot_wait_ms"] += (waited - mark) * 1000
         self.timings_ms["slot_write_ms"] += (time.perf_counter() - waited) * 1000
         message["slot"] = name
@@ -456,7 +458,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     return_inputs = plan.get("return_inputs") or [[] for _ in seeds]
 
     caller = Caller(model, device, counters, baseline, args.get("policy", {}))
-    slots = Slots(args["output_directory"], session)
+    slots = Slots(args["output_directory"], session, staged=device == "cuda")
     profile_last = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
     mark = time.monotonic()
     total = len(seeds) * runs
