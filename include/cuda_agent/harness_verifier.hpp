@@ -607,6 +607,10 @@ class HarnessVerifier {
                          "); the harness was restarted");
     }
     phase_end("processes_ms");
+    // Each worker's time from taking the request to the child's report, and to its exit.
+    for (const auto& [role, reply] : {std::pair{"reference", &reference_reply}, std::pair{"candidate", &candidate_reply}})
+      host_timings[std::string(role) + "_worker_ms"] = {{"reported", reply->message.value("reported_ms", nlohmann::json())},
+                                                       {"done", reply->message.value("duration_ms", nlohmann::json())}};
     VerificationResult result = combine(candidate_reply, reference_reply);
     result.details["host_timings_ms"] = std::move(host_timings);
     result.details["seeds"] = seeds;

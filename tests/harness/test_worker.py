@@ -121,6 +121,7 @@ def test_each_request_runs_in_the_child_prepared_before_it(worker):
     assert reply["result"]["pid"] == spare[0]
     assert reply["result"]["echo"] == 1
     assert reply["result"]["cuda_initialized_before_fork"] is False
+    assert 0 < reply["reported_ms"] <= reply["duration_ms"], "when the result came, and when the child was gone"
     assert not alive(spare[0]), "a child serves one request only"
     following = worker.idle_children()
     assert len(following) == 1 and following[0] != spare[0]

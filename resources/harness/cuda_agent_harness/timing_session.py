@@ -96,13 +96,21 @@ DEFAULT_STALE_CLOCK_TOLERANCE = 0.05
 def stale_reason(live_eager_us: list[float], cached_eager_us: list[float], live_clocks_mhz: list[float],
                  cached_clock_mhz: float | None, tolerance: float = DEFAULT_STALE_TOLERANCE,
                  clock_tolerance: float = DEFAULT_STALE_CLOCK_TOLERANCE) -> str | None:
-    """Why a cached measurement no longer describes the live session, or None: eager's
-    median drifted past ``tolerance``, or the median SM clock past ``clock_tolerance``."""
+    """Why a cached measurement no longer describes the live session, or None: eager
+    drifted past ``tolerance`` beyond doubt (the interval of the drift, from the intervals
+    of both medians, lies wholly outside it; the medians alone decide with too few samples
+    for intervals), or the median SM clock moved past ``clock_tolerance``. A noisy session
+    whose eager median is off only by its own spread does not make the cache stale."""
     if not live_eager_us or not cached_eager_us:
         return "no eager samples to compare"
-    drift = statistics.median(live_eager_us) / statistics.median(cached_eager_us)
-    if abs(math.log(drift)) > math.log1p(tolerance):
-        return f"eager takes {drift:.3f}x its cached time"
+    live_median, cached_median = statistics.median(live_eager_us), statistics.median(cached_eager_us)
+    drift = live_median / cached_median
+    live_interval = timing.median_interval(live_eager_us) or (live_median, live_median)
+    cached_interval = timing.median_interval(cached_eager_us) or (cached_median, cached_median)
+    lowest, highest = live_interval[0] / cached_interval[1], live_interval[1] / cached_interval[0]
+    bound = math.log1p(tolerance)
+    if math.log(lowest) > bound or math.log(highest) < -bound:
+        return f"eager takes {drift:.3f}x its cached time ({lowest:.3f}x to {highest:.3f}x)"
     if cached_clock_mhz and live_clocks_mhz:
         clock_drift = statistics.median(live_clocks_mhz) / float(cached_clock_mhz)
         if abs(math.log(clock_drift)) > math.log1p(clock_tolerance):

@@ -359,6 +359,7 @@ class Worker:
         error = None
         timed_out = cancelled = False
         status = None
+        reported_at = None  # when the result arrived: the rest of duration_ms is the child's exit
         while True:
             readable = [fd for fd, closed in ((report_r, report.closed), (output_r, output is None)) if not closed]
             if status is not None and not readable:
@@ -369,6 +370,8 @@ class Worker:
             if report_r in ready:
                 for line in report.read_available():
                     result, error = self._child_line(request_id, line, result, error)
+                    if reported_at is None and (result is not None or error is not None):
+                        reported_at = time.monotonic()
             if output_r in ready and output is not None:
                 try:
                     chunk = os.read(output_r, 1 << 16)
@@ -409,7 +412,9 @@ class Worker:
         killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
         self.reply({"id": request_id, "done": True, "result": result, "error": error, "exit_code": exit_code,
                     "signal": killed_by, "timed_out": timed_out, "cancelled": cancelled, "stragglers": stragglers,
-                    "duration_ms": (time.monotonic() - started) * 1000.0, "output": output_text,
+                    "duration_ms": (time.monotonic() - started) * 1000.0,
+                    "reported_ms": None if reported_at is None else (reported_at - started) * 1000.0,
+                    "output": output_text,
                     "output_bytes": output_total})
 
     def _child_line(self, request_id, line, result, error):
