@@ -46,7 +46,6 @@ _copy = torch.Tensor.copy_
 _view = torch.Tensor.view
 _reshape = torch.Tensor.reshape
 _contiguous = torch.Tensor.contiguous
-_frombuffer = torch.frombuffer
 _empty = torch.empty
 _numel = torch.Tensor.numel
 _data_ptr = torch.Tensor.data_ptr
@@ -175,10 +174,16 @@ def write_through_staging(fd: int, offset: int, flat: torch.Tensor, staging: "Sc
 def _write_all(fd: int, host_bytes: torch.Tensor, offset: int) -> None:
     """pwrite of a contiguous byte tensor in host memory, however many calls it takes."""
     nbytes = _numel(host_bytes)
-    view = memoryview((ctypes.c_char * nbytes).from_address(_data_ptr(host_bytes))).cast("B")
+    view = _memory_of(host_bytes)
     done = 0
     while done < nbytes:
         done += os.pwrite(fd, view[done:], offset + done)
+
+
+def _memory_of(host_bytes: torch.Tensor) -> memoryview:
+    """The memory of a contiguous byte tensor in host memory, for the file calls; valid
+    while the tensor is alive."""
+    return memoryview((ctypes.c_char * _numel(host_bytes)).from_address(_data_ptr(host_bytes))).cast("B")
 
 
 def validate(description, depth: int = 0, leaves: list | None = None) -> dict:
@@ -257,25 +262,12 @@ def read_tensor(path: str, description: dict, scratch: ScratchBuffer | None = No
     if nbytes:
         with open(path, "rb", buffering=0) as stream:
             stream.seek(description["offset"])
-            view = memoryview(buffer.numpy()) if _has_numpy() else None
-            if view is None:
-                data = stream.read(nbytes)
-                if len(data) != nbytes:
+            view = _memory_of(buffer)
+            done = 0
+            while done < nbytes:
+                count = stream.readinto(view[done:nbytes])
+                if not count:
                     raise DescriptionError("the output data is shorter than described")
-                buffer = _frombuffer(bytearray(data), dtype=torch.uint8)
-            else:
-                done = 0
-                while done < nbytes:
-                    count = stream.readinto(view[done:nbytes])
-                    if not count:
-                        raise DescriptionError("the output data is shorter than described")
-                    done += count
+                done += count
     return _reshape(_view(buffer[:nbytes], dtype), shape)
 
-
-def _has_numpy() -> bool:
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        return False
-    return True
