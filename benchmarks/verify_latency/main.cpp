@@ -58,7 +58,7 @@ int main(int argc, char** argv) {
   int repeats = 10;
   int cold = 2;
   fs::path task_file, candidate, json;
-  bool prepared_children = false;
+  bool prepared_children = true;
   for (int i = 1; i < argc; ++i) {
     const std::string argument = argv[i];
     auto value = [&]() -> std::string {
@@ -74,10 +74,10 @@ int main(int argc, char** argv) {
     else if (argument == "--task") task_file = value();
     else if (argument == "--candidate") candidate = value();
     else if (argument == "--json") json = value();
-    else if (argument == "--prepared-children") prepared_children = true;
+    else if (argument == "--no-prepared-children") prepared_children = false;
     else {
       std::cerr << "usage: " << argv[0] << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]"
-                   " [--prepared-children]\n";
+                   " [--no-prepared-children]\n";
       return 2;
     }
   }

@@ -240,6 +240,8 @@ struct TimingSessionOutcome {
   std::string reference_failure;
   /// How the candidate side ended, for diagnostics (exit, sandbox, output tail).
   nlohmann::json candidate_side = nlohmann::json::object();
+  /// Milliseconds spent, before the session, waiting for earlier processes to exit.
+  double settled_ms = 0.0;
 };
 
 /// Starts the two sides of a timing session and waits for both.
@@ -497,6 +499,7 @@ class HarnessProfiler {
       result.rejection = Rejection{RejectionReason::harness_error,
                                    "the timing session failed: " + outcome.reference_failure, {}};
     result.details["candidate_side"] = outcome.candidate_side;
+    result.details["settled_ms"] = outcome.settled_ms;
     result.details["seed"] = seed;
     return result;
   }

@@ -131,7 +131,7 @@ struct HarnessOptions {
   std::pair<uid_t, gid_t> candidate_identity{65534, 65534};
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   /// See `HarnessWorkerOptions::prepared_child`.
-  bool prepared_children = false;
+  bool prepared_children = true;
   /// Short progress lines ("starting the harness workers", ...).
   std::function<void(std::string_view)> progress;
 };

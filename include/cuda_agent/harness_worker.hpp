@@ -76,15 +76,13 @@ struct HarnessWorkerOptions {
   /// Resource limits of the worker (and so of the children it forks).
   ResourceLimits limits;
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
-  /// Fork the child of the next verification request ahead of it, between requests, and
-  /// let it prepare the device (on CUDA: context, allocator, thread pools; 0.3 to 0.5 s)
-  /// while the worker waits; the reference side of a verification then took 168 ms instead
-  /// of 659 ms on the H200. The idle child holds a CUDA context (about 0.5 GB of device
-  /// memory). Off by default until it is cleared of a suspicion: with it on, the GPU
-  /// adversarial suite accepted three candidates that leave side-stream work running
-  /// (that suite had not run to its end before, so the cause is not established; the
-  /// marker kernel's lazy loading, now done ahead of the profiled call, is the other one).
-  bool prepared_child = false;
+  /// Fork the child of the next verification or timing request ahead of it and let it
+  /// prepare the device (on CUDA: context, allocator, thread pools; 0.3 to 0.5 s) while
+  /// the worker waits; the reference side of a verification then took 168 ms instead of
+  /// 659 ms on the H200. The next one is forked while a verification runs, and after a
+  /// timing session (never during one). The idle child holds a CUDA context (about 0.5 GB
+  /// of device memory). The GPU adversarial suite passes with it on and with it off.
+  bool prepared_child = true;
   /// How long the worker process may live; it is restarted afterwards.
   std::chrono::milliseconds lifetime{std::chrono::hours(24)};
 };
@@ -349,6 +347,24 @@ class HarnessWorker {
     } catch (const HarnessError&) {
       stop();
     }
+  }
+
+  /// Waits until every child of an earlier request has exited. A child that has reported
+  /// its result is ended without waiting for its exit (a CUDA process takes 0.1 to 0.3 s
+  /// to let go of the device), so that exit overlaps what follows; whoever times something
+  /// next settles every worker first. Returns the milliseconds the worker waited.
+  double settle(std::chrono::steady_clock::time_point deadline) {
+    start();
+    const std::string id = detail::random_hex(8);
+    try {
+      detail::write_all(requests_fd_.get(), nlohmann::json{{"id", id}, {"settle", true}}.dump() + "\n",
+                        std::chrono::steady_clock::now() + std::chrono::seconds(5));
+    } catch (const HarnessError&) {
+      stop();
+      throw;
+    }
+    const HarnessReply reply = wait(id, deadline);
+    return reply.has_result() ? reply.result().value("waited_ms", 0.0) : 0.0;
   }
 
   /// Submits and waits.

@@ -108,6 +108,10 @@ class WorkerTimingLauncher {
     const auto milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     TimingSessionOutcome outcome;
+    // Nothing of an earlier request (the verification's processes letting go of the
+    // device) may overlap the session: both workers first wait for their children's exit.
+    const auto settle_deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    outcome.settled_ms = reference.settle(settle_deadline) + candidate_worker.settle(settle_deadline);
     const std::string reference_id =
         reference.submit("timing_reference", reference_request, milliseconds + std::chrono::seconds(30));
     std::string candidate_id;

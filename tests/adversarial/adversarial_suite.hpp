@@ -10,8 +10,9 @@
 //
 // Two environment variables narrow a run down when one case needs a closer look:
 //   CUDA_AGENT_ADVERSARIAL_ONLY=name,name   only these candidates
-//   CUDA_AGENT_ADVERSARIAL_PREPARED_CHILDREN=1   the verifier's workers fork each
-//       verification's processes ahead of it (HarnessOptions::prepared_children)
+//   CUDA_AGENT_ADVERSARIAL_PREPARED_CHILDREN=0   the verifier's workers fork each
+//       verification's processes when its request comes, not ahead of it
+//       (HarnessOptions::prepared_children, on by default)
 
 #include "catch.hpp"
 

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The worker's prepared child: the child of the next verification request is forked and
-prepared between requests, serves exactly one request of a handler that asks for it, waits
-through the others, and never outlives the worker."""
+prepared ahead of it, serves exactly one request of a handler that asks for it, waits
+through the others, and never outlives the worker. A child that has reported its result is
+ended without waiting for its exit, and what it left running is still found and counted."""
 
 import json
 import os
@@ -81,14 +82,24 @@ class Worker:
             if message.get("id") == request_id and message.get("done"):
                 return message
 
-    def idle_children(self, settle: float = 10.0) -> list[int]:
-        """The worker's children once it is idle (a prepared child appears right after a reply)."""
+    def idle_children(self, count: int = 1, settle: float = 10.0) -> list[int]:
+        """The worker's live children once there are ``count`` of them (a prepared child
+        appears during or right after a request; ended children take a moment to go)."""
         deadline = time.monotonic() + settle
         while True:
-            found = children_of(self.process.pid)
-            if found or time.monotonic() > deadline:
+            found = [pid for pid in children_of(self.process.pid) if alive(pid)]
+            if len(found) == count or time.monotonic() > deadline:
                 return found
             time.sleep(0.02)
+
+    def settle(self) -> dict:
+        self.counter += 1
+        request_id = f"s{self.counter}"
+        os.write(self.requests, (json.dumps({"id": request_id, "settle": True}) + "\n").encode())
+        while True:
+            message = self.receive(60)
+            if message.get("id") == request_id and message.get("done"):
+                return message
 
     def close(self) -> None:
         if self.requests is None:
@@ -114,6 +125,13 @@ def worker():
     started.close()
 
 
+def wait_gone(pid: int, seconds: float = 10.0) -> bool:
+    deadline = time.monotonic() + seconds
+    while alive(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return not alive(pid)
+
+
 def test_each_request_runs_in_the_child_prepared_before_it(worker):
     spare = worker.idle_children()
     assert len(spare) == 1, "one child waits, prepared, for the next request"
@@ -121,10 +139,49 @@ def test_each_request_runs_in_the_child_prepared_before_it(worker):
     assert reply["result"]["pid"] == spare[0]
     assert reply["result"]["echo"] == 1
     assert reply["result"]["cuda_initialized_before_fork"] is False
-    assert 0 < reply["reported_ms"] <= reply["duration_ms"], "when the result came, and when the child was gone"
-    assert not alive(spare[0]), "a child serves one request only"
+    assert 0 < reply["reported_ms"] <= reply["duration_ms"], "when the result came, and when the reply went"
+    assert reply["ended_after_report"] is True and reply["stragglers"] == 0
+    assert reply["exit_code"] is None and reply["signal"] is None, "the worker ended it; it did not crash"
+    assert wait_gone(spare[0]), "a child serves one request only"
     following = worker.idle_children()
     assert len(following) == 1 and following[0] != spare[0]
+
+
+def test_the_next_prepared_child_is_forked_while_a_request_runs(worker):
+    spare = worker.idle_children()
+    worker.counter += 1
+    os.write(worker.requests, (json.dumps({"id": "long", "handler": "diagnose_prepared",
+                                           "args": {"action": "sleep", "seconds": 1.5}}) + "\n").encode())
+    during = worker.idle_children(count=2)
+    assert spare[0] in during and len(during) == 2, "the request's child and the next prepared one"
+    while not (message := worker.receive(30)).get("done"):
+        pass
+    assert message["id"] == "long"
+    after = worker.idle_children()
+    assert after == [pid for pid in during if pid != spare[0]]
+
+
+def test_a_report_ends_the_child_without_waiting_for_its_exit(worker):
+    worker.idle_children()
+    # The child reports, then would take long to exit (a CUDA process letting go of the
+    # device takes 0.1 to 0.3 s): the reply does not wait for that.
+    reply = worker.call("diagnose_prepared", {"action": "report_then_sleep", "seconds": 30})
+    assert reply["result"] == {"action": "report_then_sleep", "done": True}
+    assert reply["ended_after_report"] is True
+    assert reply["duration_ms"] < 5000
+    assert reply["stragglers"] == 0
+    settled = worker.settle()
+    assert settled["done"] and settled["result"]["exiting"] == 0
+
+
+def test_processes_left_by_a_child_that_reported_are_counted_and_killed(worker):
+    spare = worker.idle_children()
+    reply = worker.call("diagnose_prepared", {"action": "leave_process"})
+    assert reply["ended_after_report"] is True
+    assert reply["stragglers"] == 2
+    worker.settle()
+    left = [pid for pid in worker.idle_children() if pid != spare[0]]
+    assert len(left) == 1, "only the next prepared child is left"
 
 
 def test_a_prepared_child_that_died_is_replaced_on_the_spot(worker):
@@ -157,6 +214,13 @@ def test_other_handlers_run_in_a_child_of_their_own_and_the_prepared_one_waits(w
     assert worker.call("ping", {})["result"]["pid"] == spare[0]
 
 
+def test_a_child_that_exits_without_reporting_is_waited_for(worker):
+    worker.idle_children()
+    reply = worker.call("diagnose", {"action": "exit", "code": 7})
+    assert reply["ended_after_report"] is False
+    assert reply["exit_code"] == 7 and reply["result"] is None
+
+
 def test_no_child_outlives_the_worker(worker):
     spare = worker.idle_children()
     worker.close()
@@ -169,9 +233,9 @@ def test_no_child_outlives_the_worker(worker):
 def test_without_prepared_children_nothing_waits():
     plain = Worker("--no-prepared-child")
     try:
-        assert plain.idle_children(settle=1.0) == []
+        assert plain.idle_children(count=0, settle=1.0) == []
         reply = plain.call("ping", {"echo": 2})
         assert reply["result"]["echo"] == 2
-        assert plain.idle_children(settle=1.0) == []
+        assert plain.idle_children(count=0) == []
     finally:
         plain.close()

@@ -120,6 +120,16 @@ TEST_CASE("a harness worker serves each request in a forked child and reports ho
     const auto reply = fixture.worker->call("no_such_handler", nlohmann::json::object(), 60s);
     CHECK_THAT(reply.error_text(), Catch::Matchers::Contains("candidate"));
   }
+  {  // a child that reported is ended at once, not awaited; settle waits for its exit
+    const auto started = std::chrono::steady_clock::now();
+    const auto reply = fixture.worker->call("diagnose_prepared", {{"action", "report_then_sleep"}, {"seconds", 60}}, 90s);
+    CHECK(reply.has_result());
+    CHECK(reply.message.value("ended_after_report", false));
+    CHECK_FALSE(reply.signal());
+    CHECK(reply.stragglers() == 0);
+    CHECK(std::chrono::steady_clock::now() - started < 30s);
+    CHECK(fixture.worker->settle(std::chrono::steady_clock::now() + 30s) >= 0.0);
+  }
   // After every misbehaviour, the same worker still serves.
   const ca::HarnessReply again = fixture.worker->call("ping", nlohmann::json::object(), 60s);
   CHECK(again.has_result());

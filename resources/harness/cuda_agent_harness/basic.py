@@ -25,6 +25,19 @@ def ping(args: dict, context) -> dict:
             "cuda_initialized": torch.cuda.is_initialized(), "echo": args.get("echo")}
 
 
+@handler("diagnose_prepared", prepared=True)
+def diagnose_prepared(args: dict, context) -> dict:
+    """``diagnose`` in the worker's prepared child, with one more action:
+    ``report_then_sleep`` sends the result and then sleeps, as a child that is slow to exit
+    after its report does."""
+    if args.get("action") == "report_then_sleep":
+        from .worker import encode
+
+        os.write(context._report_fd, encode({"result": {"action": "report_then_sleep", "done": True}}))
+        time.sleep(float(args.get("seconds", 3600)))
+    return diagnose(args, context)
+
+
 @handler("diagnose")
 def diagnose(args: dict, context) -> dict:
     action = args.get("action", "")
@@ -37,11 +50,18 @@ def diagnose(args: dict, context) -> dict:
     elif action == "raise":
         raise RuntimeError(args.get("message", "diagnose raised on request"))
     elif action == "leave_process":
+        # Two processes: one that left the child's process group and exits, and its child,
+        # which sleeps on. The handler returns once the second runs, so that both exist.
+        started_r, started_w = os.pipe()
         if os.fork() == 0:
             os.setsid()
             if os.fork() == 0:
+                os.write(started_w, b"x")
                 time.sleep(3600)
             os._exit(0)
+        os.close(started_w)
+        os.read(started_r, 1)
+        os.close(started_r)
     elif action == "write_file":
         with open(args["path"], "w") as stream:
             stream.write("left behind")

@@ -27,12 +27,17 @@ def os_threads() -> dict[int, str]:
     return threads
 
 
-def child_processes() -> list[int]:
+def child_processes(pid: int | str = "self") -> list[int]:
+    """The children of process ``pid`` (of each of its threads); none once it is gone."""
     children: list[int] = []
-    for entry in os.listdir("/proc/self/task"):
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return children
+    for entry in tasks:
         try:
-            with open(f"/proc/self/task/{entry}/children") as listing:
-                children.extend(int(pid) for pid in listing.read().split())
+            with open(f"/proc/{pid}/task/{entry}/children") as listing:
+                children.extend(int(each) for each in listing.read().split())
         except OSError:
             continue
     return children

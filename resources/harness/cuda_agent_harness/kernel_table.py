@@ -192,7 +192,7 @@ def kernel_report(arguments: argparse.Namespace) -> tuple[dict, str, int]:
     return report, "\n\n".join(blocks), status
 
 
-@handler("kernel_table", prepared=True)
+@handler("kernel_table", prepared=True, alone=True)
 def kernel_table(args: dict, context) -> dict:
     """Args: the command-line options by name (reference, candidate_dir, build_dir, target,
     compile, iterations, top, seed). Returns {"report", "text", "status"}."""

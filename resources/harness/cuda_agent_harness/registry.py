@@ -25,15 +25,20 @@ HANDLER_MODULES = [
 
 _handlers: dict[str, Callable] = {}
 _prepared: set[str] = set()
+_alone: set[str] = set()
 
 
-def handler(name: str, prepared: bool = False):
+def handler(name: str, prepared: bool = False, alone: bool = False):
     """Registers the decorated function as the handler of requests named ``name``.
 
     ``prepared``: its requests run in the worker's prepared child, whose device and thread
     pools are ready (see ``worker.prepare_child``); others run in a child forked on
     arrival, so that the prepared one is there for the next verification (static checks
-    come first in one) and a timing session starts from a process of its own."""
+    come first in one).
+
+    ``alone``: its requests measure time, so no other child of the worker may be busy
+    meanwhile: they start once every earlier child has exited, and the next prepared
+    child is forked only after them."""
 
     def register(function: Callable) -> Callable:
         if name in _handlers and _handlers[name] is not function:
@@ -41,6 +46,8 @@ def handler(name: str, prepared: bool = False):
         _handlers[name] = function
         if prepared:
             _prepared.add(name)
+        if alone:
+            _alone.add(name)
         return function
 
     return register
@@ -59,6 +66,10 @@ def lookup(name: str) -> Callable | None:
 
 def runs_prepared(name: str) -> bool:
     return name in _prepared
+
+
+def runs_alone(name: str) -> bool:
+    return name in _alone
 
 
 def names() -> list[str]:

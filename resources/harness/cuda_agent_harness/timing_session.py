@@ -1164,7 +1164,7 @@ def _wait(pid: int, timeout_s: float) -> None:
         time.sleep(0.02)
 
 
-@handler("timing_reference")
+@handler("timing_reference", prepared=True, alone=True)
 def timing_reference(args: dict, context) -> dict:
     """The reference side of a timing session, in a child of the (trusted) reference
     worker. Args: as ``run_reference_side``; the request's deadline bounds the session."""
@@ -1173,7 +1173,7 @@ def timing_reference(args: dict, context) -> dict:
     return run_reference_side(request)
 
 
-@handler("timing_candidate")
+@handler("timing_candidate", prepared=True, alone=True)
 def timing_candidate(args: dict, context) -> dict:
     """The candidate side of a timing session, in a child of the (sandboxed) candidate worker."""
     request = dict(args)

@@ -2,13 +2,22 @@
 """A warm worker: imports torch once (without initialising CUDA), then serves requests,
 each in a child forked for it.
 
-The child for the next verification request is forked ahead of it and prepares the device
-while the worker waits (on CUDA: the context, torch's thread pools and dispatch modes; about
-half a second), then blocks until its request arrives over a private pipe. It
-has run no request and imported nothing a request names, so it is as clean as a child
-forked on demand; what it saves is the wait. Handlers registered with ``prepared=True`` get
-it; the others (static checks, timing sessions) get a child forked on arrival, and the
-prepared one keeps waiting. ``--no-prepared-child`` forks on demand only.
+The child for the next verification or timing request is forked ahead of it and prepares
+the device (on CUDA: the context, torch's thread pools and dispatch modes; about half a
+second), then blocks until its request arrives over a private pipe. It has run no request
+and imported nothing a request names, so it is as clean as a child forked on demand; what
+it saves is the wait. Handlers registered with ``prepared=True`` get it; the others (static
+checks) get a child forked on arrival, and the prepared one keeps waiting. The next one is
+forked as soon as one is handed out, except to a handler registered with ``alone=True``
+(timing): nothing else of the worker may run beside those, so they also start only once
+every earlier child has exited, and the next prepared child comes after them.
+``--no-prepared-child`` forks on demand only.
+
+A child that reports its result has nothing left to do but exit, which takes a CUDA process
+0.1 to 0.3 s (it lets go of the device): the worker ends it at once and replies, and reaps
+it later. Processes it started are found and counted at that moment (``stragglers``). A
+host about to time something sends ``settle`` first, to every worker, so that no such exit
+overlaps its measurement.
 
 Protocol: JSON lines. The host writes requests into the ``--requests`` FIFO and reads
 replies from the ``--replies`` FIFO; both are opened once at start, after which the host
@@ -17,6 +26,7 @@ removes them from the filesystem, so no process started later can reach them.
 Requests:
   {"id": "...", "handler": "name", "args": {...}, "timeout_ms": 60000}
   {"cancel": "<id>"}        ends the child of that request
+  {"id": "...", "settle": true}   waits until every earlier child has exited
   {"shutdown": true}
 
 Replies:
@@ -24,7 +34,9 @@ Replies:
   {"id": "...", "event": {...}}                                          while a child runs
   {"id": "...", "done": true, "result": {...} | null, "error": {...} | null,
    "exit_code": int | null, "signal": int | null, "timed_out": bool, "cancelled": bool,
-   "stragglers": int, "duration_ms": float, "output": "tail of stdout and stderr"}
+   "stragglers": int, "ended_after_report": bool, "duration_ms": float, "reported_ms": float | null,
+   "output": "tail of stdout and stderr"}
+  A child ended after its report has exit_code and signal null.
 
 What a child reports (``result``, ``error``, events) is relayed as it was written; the
 fields describing how the child ended (exit status, deadline, processes it left behind)
@@ -172,30 +184,33 @@ class RequestContext:
         return self.deadline - time.monotonic()
 
 
-def _reap_all(keep: int | None = None) -> int:
-    """Reaps every child that has ended (``keep`` too, without counting it)."""
-    reaped = 0
+def _reap_all(keep: set[int]) -> tuple[int, set[int]]:
+    """Reaps every child that has ended: (how many were not in ``keep``, the pids reaped)."""
+    reaped: set[int] = set()
     while True:
         try:
             pid, _ = os.waitpid(-1, os.WNOHANG)
         except ChildProcessError:
-            return reaped
+            break
         if pid == 0:
-            return reaped
-        reaped += pid != keep
+            break
+        reaped.add(pid)
+    return len(reaped - keep), reaped
 
 
-def kill_leftovers(process_group: int, keep: int | None = None) -> int:
-    """Kills whatever a finished child left running, except the worker's child ``keep``;
-    returns how many processes that was."""
+def kill_leftovers(process_group: int, keep: set[int]) -> tuple[int, set[int]]:
+    """Kills whatever a finished child left running, except the worker's children in
+    ``keep``; returns how many processes that was, and every pid reaped meanwhile."""
     try:
         os.killpg(process_group, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
     left = 0
+    reaped: set[int] = set()
     for _ in range(200):
-        left += _reap_all(keep)
-        alive = [pid for pid in hygiene.child_processes() if pid != keep]
+        count, more = _reap_all(keep)
+        left, reaped = left + count, reaped | more
+        alive = [pid for pid in hygiene.child_processes() if pid not in keep]
         if not alive:
             break
         for pid in alive:
@@ -204,7 +219,20 @@ def kill_leftovers(process_group: int, keep: int | None = None) -> int:
             except ProcessLookupError:
                 pass
         time.sleep(0.005)
-    return left + _reap_all(keep)
+    count, more = _reap_all(keep)
+    return left + count, reaped | more
+
+
+def descendants(roots: list[int]) -> set[int]:
+    """Every process below ``roots`` (not the roots themselves)."""
+    found: set[int] = set()
+    frontier = list(roots)
+    while frontier:
+        for pid in hygiene.child_processes(frontier.pop()):
+            if pid not in found:
+                found.add(pid)
+                frontier.append(pid)
+    return found
 
 
 class Child:
@@ -260,6 +288,11 @@ class Worker:
         self.scrub = {path: set(_listdir(path)) for path in scrub}
         self.prepared_child = prepared_child
         self.spare: Child | None = None
+        #: The child of the request being served.
+        self.running: Child | None = None
+        #: Children ended after their report and not reaped yet: their exit (on CUDA, 0.1 to
+        #: 0.3 s of letting go of the device) overlaps what comes next.
+        self.exiting: set[int] = set()
 
     def reply(self, message: dict) -> None:
         _write_all(self.replies_fd, encode(message))
@@ -293,18 +326,55 @@ class Worker:
                     return
                 if "cancel" in request:
                     continue  # nothing runs: the request it names is over already
+                if request.get("settle"):
+                    self.reply(self._settled(str(request.get("id", ""))))
+                    continue
                 self.run(request)
         finally:
             if self.spare is not None:
                 self.spare.abandon()
                 self.spare = None
+            self._settle(timeout_s=5.0)
 
     def _keep_spare(self) -> None:
-        """Forks the prepared child of the next request, between requests only: preparing
-        it while a request runs would compete with that request (a timing session above
-        all) for the CPU and the device."""
+        """Forks the prepared child of the next request, unless one waits already."""
         if self.prepared_child and self.spare is None:
             self.spare = self._fork(None)
+
+    def _known_children(self) -> set[int]:
+        known = set(self.exiting)
+        for child in (self.spare, self.running):
+            if child is not None:
+                known.add(child.pid)
+        return known
+
+    def _collect(self) -> None:
+        """Reaps the children that have exited; kills processes of earlier requests that
+        came back to the worker since (already counted as their stragglers)."""
+        _, reaped = _reap_all(set())
+        current = {child.pid for child in (self.spare, self.running) if child is not None}
+        self.exiting = {pid for pid in self.exiting - reaped - current if _exists(pid)}
+        for pid in set(hygiene.child_processes()) - self._known_children():
+            _kill_group(pid)
+            self.exiting.add(pid)
+
+    def _settle(self, timeout_s: float = 30.0) -> float:
+        """Waits until every child ended after its report has exited (or ``timeout_s``);
+        returns the milliseconds waited."""
+        started = time.monotonic()
+        self._collect()
+        while self.exiting and time.monotonic() - started < timeout_s:
+            time.sleep(0.002)
+            self._collect()
+        return (time.monotonic() - started) * 1000.0
+
+    def _settled(self, request_id: str) -> dict:
+        """The reply to a settle request: the host asks before it times anything, so that no
+        earlier child of this worker is still letting go of the device."""
+        waited_ms = self._settle()
+        return {"id": request_id, "done": True, "result": {"waited_ms": waited_ms, "exiting": len(self.exiting)},
+                "error": None, "exit_code": None, "signal": None, "timed_out": False, "cancelled": False,
+                "stragglers": 0, "duration_ms": waited_ms, "output": ""}
 
     def _fork(self, request: tuple[dict, float] | None) -> Child:
         """Forks a child for ``request`` (its message and deadline), or, with None, a
@@ -319,9 +389,9 @@ class Worker:
             inherited = [report_r, output_r, self.requests.fd, self.replies_fd]
             if request_w is not None:
                 inherited.append(request_w)
-            if self.spare is not None:  # the prepared child's pipes are not this child's business
-                inherited += [fd for fd in (self.spare.report_r, self.spare.output_r, self.spare.request_w)
-                              if fd is not None]
+            for other in (self.spare, self.running):  # other children's pipes are not this one's business
+                if other is not None:
+                    inherited += [fd for fd in (other.report_r, other.output_r, other.request_w) if fd is not None]
             self._child(report_w, output_w, request_r, inherited, request)
         os.close(report_w)
         os.close(output_w)
@@ -330,6 +400,21 @@ class Worker:
         os.set_blocking(report_r, False)
         os.set_blocking(output_r, False)
         return Child(pid, report_r, output_r, request_w)
+
+    def _end_after_report(self, pid: int) -> int:
+        """Ends a child that has reported its result, without waiting for its exit: it and
+        every process it started are killed now, and those processes are counted. They are
+        found below the child and among the worker's own children (where they land when
+        their parent exits first): a process that moves from one list to the other while
+        both are read is seen in one of them."""
+        _kill_group(pid)
+        left = descendants([pid])
+        returned = set(hygiene.child_processes()) - self._known_children() - {pid}
+        left |= returned | descendants(sorted(returned))
+        for each in left:
+            _kill_group(each)
+        self.exiting |= {pid} | left
+        return len(left)
 
     def run(self, request: dict) -> None:
         request_id = str(request.get("id", ""))
@@ -341,6 +426,11 @@ class Worker:
                         "error": {"type": "UnknownHandler",
                                   "message": f"no handler named {name!r}; known: {', '.join(registry.names())}"}})
             return
+        alone = registry.runs_alone(name)
+        if alone:
+            self._settle()
+        else:
+            self._collect()
         timeout = max(0.001, float(request.get("timeout_ms", 600_000)) / 1000.0)
         started = time.monotonic()
         deadline = started + timeout
@@ -352,13 +442,24 @@ class Worker:
                 child = None
         if child is None:
             child = self._fork((request, deadline))
+        self.running = child
+        if not alone:  # the next request's child prepares while this one runs
+            self._keep_spare()
+        try:
+            self._serve_child(request_id, child, started, deadline)
+        finally:
+            self.running = None
+
+    def _serve_child(self, request_id: str, child: Child, started: float, deadline: float) -> None:
         pid, report_r, output_r = child.pid, child.report_r, child.output_r
         report = LineReader(report_r, REPORT_LIMIT)
         output = TailBuffer(OUTPUT_LIMIT)
+        output_text, output_total = "", 0
         result = None
         error = None
-        timed_out = cancelled = False
+        timed_out = cancelled = ended_after_report = False
         status = None
+        stragglers = 0
         reported_at = None  # when the result arrived: the rest of duration_ms is the child's exit
         while True:
             readable = [fd for fd, closed in ((report_r, report.closed), (output_r, output is None)) if not closed]
@@ -393,11 +494,20 @@ class Worker:
                         if status is None:
                             cancelled = True
                             _kill_group(pid)
+            if status is None and result is not None and not (timed_out or cancelled):
+                # The child writes its result last, after its output: it has nothing left to
+                # do but exit, and the reply need not wait for that.
+                stragglers = self._end_after_report(pid)
+                ended_after_report = True
+                if output is not None:
+                    _drain(output_r, output)
+                break
             if status is None:
                 finished, code = os.waitpid(pid, os.WNOHANG)
                 if finished:
                     status = code
-                    stragglers = kill_leftovers(pid, keep=self.spare.pid if self.spare else None)
+                    stragglers, reaped = kill_leftovers(pid, keep=self._known_children() - {pid})
+                    self.exiting -= reaped
                     drain_deadline = time.monotonic() + 2.0
                 elif time.monotonic() > deadline:
                     timed_out = True
@@ -408,10 +518,11 @@ class Worker:
             output_text, output_total = output.text(), output.total
         child.close()
         self._scrub()
-        exit_code = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        killed_by = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        exit_code = os.WEXITSTATUS(status) if status is not None and os.WIFEXITED(status) else None
+        killed_by = os.WTERMSIG(status) if status is not None and os.WIFSIGNALED(status) else None
         self.reply({"id": request_id, "done": True, "result": result, "error": error, "exit_code": exit_code,
                     "signal": killed_by, "timed_out": timed_out, "cancelled": cancelled, "stragglers": stragglers,
+                    "ended_after_report": ended_after_report,
                     "duration_ms": (time.monotonic() - started) * 1000.0,
                     "reported_ms": None if reported_at is None else (reported_at - started) * 1000.0,
                     "output": output_text,
@@ -461,7 +572,9 @@ class Worker:
             context = RequestContext(str(message.get("id", "")), report_w, deadline, self.device, self.role,
                                      cuda_at_fork)
             result = function(message.get("args") or {}, context)
-            _write_all(report_w, encode({"result": result}))
+            sys.stdout.flush()
+            sys.stderr.flush()
+            _write_all(report_w, encode({"result": result}))  # the last thing this child does
             code = 0
         except BaseException as exception:  # the child reports everything and always ends here
             try:
@@ -528,6 +641,29 @@ def prepare_child(device: str) -> None:
             torch.empty(1, device=device)
     except Exception:  # noqa: BLE001 - reported by the handler that needs the device
         pass
+
+
+def _exists(pid: int) -> bool:
+    """Whether process ``pid`` exists (a zombie not yet reaped does)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _drain(fd: int, output: TailBuffer) -> None:
+    """Adds what the pipe holds now to ``output``, without waiting for more."""
+    while True:
+        try:
+            chunk = os.read(fd, 1 << 16)
+        except (BlockingIOError, InterruptedError):
+            return
+        if not chunk:
+            return
+        output.add(chunk)
 
 
 def _kill_group(pid: int) -> None:
