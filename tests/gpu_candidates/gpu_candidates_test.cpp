@@ -55,6 +55,17 @@ std::string read_text(const std::filesystem::path& path) {
 }
 
 // Every file of a candidate directory by its relative path, with its contents.
+/// The progress line run_all.sh printed when `task`'s `variant` finished, or empty.
+std::string progress_line(const std::string& output, const std::string& task, const std::string& variant) {
+  std::istringstream lines(output);
+  for (std::string line; std::getline(lines, line);) {
+    std::istringstream words(line);
+    std::string done, named, kind;
+    if (words >> done >> named >> kind && done == "done" && named == task && kind == variant) return line;
+  }
+  return {};
+}
+
 std::map<std::string, std::string> source_files(const std::filesystem::path& directory) {
   std::map<std::string, std::string> files;
   if (!std::filesystem::is_directory(directory)) return files;
@@ -257,6 +268,11 @@ TEST_CASE("run_all.sh reports each verdict and fails exactly when a required exp
                Catch::Matchers::Contains("2/2 correct candidates accepted, 2/2 required broken variants rejected"));
     CHECK_THAT(ran.standard_output.text,
                Catch::Matchers::Contains("value_mismatch: output 0 differs at (0, 1): expected 0.5, got 0.25"));
+    // Each progress line says why an evaluation was rejected, for a run cut short before its summary.
+    CHECK_THAT(progress_line(ran.standard_output.text, "level1/41_Max_Pooling_1D", "broken"),
+               Catch::Matchers::EndsWith("value_mismatch: output 0 differs at (0, 1): expected 0.5, got 0.25"));
+    CHECK_THAT(progress_line(ran.standard_output.text, "level1/41_Max_Pooling_1D", "correct"),
+               Catch::Matchers::EndsWith("s"));
     CHECK_THAT(ran.standard_output.text,
                Catch::Matchers::Contains("WARNING level2/30_Gemm_GroupNorm_Hardtanh/broken_race: accepted"));
     CHECK_THAT(ran.standard_output.text, Catch::Matchers::Contains("WARNING level1/41_Max_Pooling_1D/broken: rejected "
@@ -275,6 +291,8 @@ TEST_CASE("run_all.sh reports each verdict and fails exactly when a required exp
     CHECK_THAT(ran.standard_output.text, Catch::Matchers::Contains("FAIL level3/1_MLP/broken: accepted although"));
     CHECK_THAT(ran.standard_output.text,
                Catch::Matchers::Contains("FAIL level3/4_LeNet5/correct: no_result: no JSON result (exit status 3)"));
+    CHECK_THAT(progress_line(ran.standard_output.text, "level3/4_LeNet5", "correct"),
+               Catch::Matchers::EndsWith("(no JSON result)"));
   }
 
   // On a GPU machine the host checks pass and the stand-in would evaluate everything.

@@ -191,7 +191,25 @@ evaluate() {
   [ "$gib" -gt 0 ] && return_gpu_memory "$gib"
   echo "$rc" > "$result.rc"
   echo $((SECONDS - started)) > "$result.seconds"
-  printf '  done %-55s %-7s rc=%s %ss\n' "$task" "$variant" "$rc" "$((SECONDS - started))"
+  printf '  done %-55s %-7s rc=%s %ss%s\n' "$task" "$variant" "$rc" "$((SECONDS - started))" "$(verdict_line "$result.json")"
+}
+# The reason and the start of the message of a rejected evaluation, so that the progress lines
+# alone tell what happened when the run is cut short before its summary.
+verdict_line() {
+  "$PYTHON" - "$1" <<'PY' 2>/dev/null || true
+import json, sys
+try:
+    with open(sys.argv[1]) as stream:
+        document = json.load(stream)
+except (OSError, ValueError):
+    print("  (no JSON result)", end="")
+    sys.exit(0)
+evaluation = document.get("evaluation", document)
+rejection = document.get("rejection") or (evaluation.get("verification") or {}).get("rejection")
+if rejection:
+    message = " ".join(str(rejection.get("message", "")).split())
+    print(f"  {rejection.get('reason')}: {message[:160]}", end="")
+PY
 }
 # The GPU memory budget of the heavy evaluations: GiB in use, in a file guarded by flock.
 reserve_gpu_memory() {
@@ -214,9 +232,9 @@ return_gpu_memory() {
     echo $(($(cat "$OUT/.gpu_memory_in_use") - $1)) > "$OUT/.gpu_memory_in_use"
   } 9> "$OUT/.gpu_memory.lock"
 }
-export -f evaluate reserve_gpu_memory return_gpu_memory
+export -f evaluate verdict_line reserve_gpu_memory return_gpu_memory
 export ROOT="$root" HERE="$here" OUT="$out" BINARY="$binary" TIME_LIMIT="$time_limit" CACHE_ARGS="${cache_args[*]}" \
-  MEMORY_BUDGET="$memory_budget"
+  MEMORY_BUDGET="$memory_budget" PYTHON="$python"
 echo 0 > "$out/.gpu_memory_in_use"
 
 printf '%s\n' "${heavy[@]}" "${light[@]}" | sed '/^$/d' | cut -d' ' -f1,2 > "$out/evaluated.txt"
