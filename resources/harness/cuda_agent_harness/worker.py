@@ -372,9 +372,8 @@ class Worker:
         """The reply to a settle request: the host asks before it times anything, so that no
         earlier child of this worker is still letting go of the device."""
         waited_ms = self._settle()
-        return {"id": request_id, "done": True, "result": {"waited_ms": waited_ms, "exiting": len(self.exiting)},
-                "error": None, "exit_code": None, "signal": None, "timed_out": False, "cancelled": False,
-                "stragglers": 0, "duration_ms": waited_ms, "output": ""}
+        return _worker_reply(request_id, result={"waited_ms": waited_ms, "exiting": len(self.exiting)},
+                             duration_ms=waited_ms)
 
     def _fork(self, request: tuple[dict, float] | None) -> Child:
         """Forks a child for ``request`` (its message and deadline), or, with None, a
@@ -421,10 +420,8 @@ class Worker:
         name = request.get("handler", "")
         function = registry.lookup(name)
         if function is None:
-            self.reply({"id": request_id, "done": True, "result": None, "exit_code": None, "signal": None,
-                        "timed_out": False, "cancelled": False, "stragglers": 0, "duration_ms": 0.0, "output": "",
-                        "error": {"type": "UnknownHandler",
-                                  "message": f"no handler named {name!r}; known: {', '.join(registry.names())}"}})
+            self.reply(_worker_reply(request_id, error={
+                "type": "UnknownHandler", "message": f"no handler named {name!r}; known: {', '.join(registry.names())}"}))
             return
         alone = registry.runs_alone(name)
         if alone:
@@ -641,6 +638,14 @@ def prepare_child(device: str) -> None:
             torch.empty(1, device=device)
     except Exception:  # noqa: BLE001 - reported by the handler that needs the device
         pass
+
+
+def _worker_reply(request_id: str, result: dict | None = None, error: dict | None = None,
+                  duration_ms: float = 0.0) -> dict:
+    """The reply to a request the worker answers itself, without a child."""
+    return {"id": request_id, "done": True, "result": result, "error": error, "exit_code": None, "signal": None,
+            "timed_out": False, "cancelled": False, "stragglers": 0, "ended_after_report": False,
+            "duration_ms": duration_ms, "output": ""}
 
 
 def _exists(pid: int) -> bool:
