@@ -302,14 +302,7 @@ class HarnessWorker {
     const std::string id = detail::random_hex(8);
     const nlohmann::json request = {{"id", id}, {"handler", handler}, {"args", arguments},
                                     {"timeout_ms", static_cast<double>(timeout.count())}};
-    try {
-      // Candidate sources may hold bytes that are not UTF-8; they travel replaced.
-      detail::write_all(requests_fd_.get(), request.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
-                        std::chrono::steady_clock::now() + std::chrono::seconds(30));
-    } catch (const HarnessError&) {
-      stop();
-      throw;
-    }
+    send(request, std::chrono::seconds(30));
     return id;
   }
 
@@ -342,10 +335,8 @@ class HarnessWorker {
   void cancel(const std::string& id) {
     if (!running()) return;
     try {
-      detail::write_all(requests_fd_.get(), nlohmann::json{{"cancel", id}}.dump() + "\n",
-                        std::chrono::steady_clock::now() + std::chrono::seconds(5));
-    } catch (const HarnessError&) {
-      stop();
+      send({{"cancel", id}}, std::chrono::seconds(5));
+    } catch (const HarnessError&) {  // the worker was stopped: nothing is left to cancel
     }
   }
 
@@ -356,13 +347,7 @@ class HarnessWorker {
   double settle(std::chrono::steady_clock::time_point deadline) {
     start();
     const std::string id = detail::random_hex(8);
-    try {
-      detail::write_all(requests_fd_.get(), nlohmann::json{{"id", id}, {"settle", true}}.dump() + "\n",
-                        std::chrono::steady_clock::now() + std::chrono::seconds(5));
-    } catch (const HarnessError&) {
-      stop();
-      throw;
-    }
+    send({{"id", id}, {"settle", true}}, std::chrono::seconds(5));
     const HarnessReply reply = wait(id, deadline);
     return reply.has_result() ? reply.result().value("waited_ms", 0.0) : 0.0;
   }
@@ -405,6 +390,20 @@ class HarnessWorker {
   };
 
   static std::string python_string(const std::string& text) { return nlohmann::json(text).dump(); }
+
+  /// Writes one message to the worker; a worker that does not take it within `patience`
+  /// is stopped (HarnessError). Candidate sources may hold bytes that are not UTF-8: they
+  /// travel replaced.
+  void send(const nlohmann::json& message, std::chrono::seconds patience) {
+    try {
+      detail::write_all(requests_fd_.get(),
+                        message.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n",
+                        std::chrono::steady_clock::now() + patience);
+    } catch (const HarnessError&) {
+      stop();
+      throw;
+    }
+  }
 
   std::string last_output() const {
     std::string text;
