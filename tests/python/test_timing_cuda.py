@@ -1,8 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """The timing engine on a CUDA GPU: the L2 flush sized from the device, the clock probe,
-the fence that charges escaped side-stream work, the launch leak, the lead that keeps the
-host's dispatch out of the window, graph timing against per-call timing, and whole
-sessions with re-checked outputs. Skipped without a GPU."""
+the device-wide wait that charges escaped side-stream work, the launch leak, the lead that
+keeps the host's dispatch out of the window, graph timing against per-call timing, and
+whole sessions with re-checked outputs. Skipped without a GPU."""
 
 import os
 import statistics

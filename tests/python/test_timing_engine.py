@@ -324,7 +324,7 @@ class RecordingCuda:
         return type("Properties", (), {"name": "recording", "L2_cache_size": 1 << 20})()
 
     def Event(self, enable_timing=False):  # noqa: N802 (torch's name)
-        cuda, name = self, ["start", "end", "fence", "probe0", "probe1", "probe2"][self.events]
+        cuda, name = self, ["start", "end", "probe0", "probe1", "probe2"][self.events]
         self.events += 1
 
         class Event:
@@ -378,7 +378,36 @@ def test_the_cuda_window_asks_whether_it_was_covered_before_waiting_for_the_devi
         ("sleep", 200_000), ("sleep", 150_000),
         ("record", "start"), "body", ("record", "end"),
         ("query", "start"),  # before anything waits: a wait would let the device catch up
-        "synchronize device", ("record", "fence"), ("wait", "fence"),
+        # Then it watches for the end event and waits for the whole device: escaped work
+        # is what that wait finds, with no fence launched after a blocking wake-up.
+        ("query", "end"), "synchronize device",
     ]
     assert region.covered is (not start_reached)
     assert region.elapsed_us == pytest.approx(50.0)
+
+
+def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monkeypatch):
+    # The gap starts when the host sees the end event and stops when the device-wide wait
+    # returns: side-stream work still running makes that wait long, and nothing else the
+    # host does around it (polling, wake-up, later launches) is counted.
+    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+    fake = RecordingTorch(start_reached=False)
+    now = {"ns": 0}
+    polls = {"end": 0}
+
+    def query_end():
+        polls["end"] += 1
+        now["ns"] += 5_000  # each poll costs the host 5 µs, before and after the event
+        return polls["end"] >= 3
+
+    def synchronize_device():
+        now["ns"] += 700_000  # side-stream work keeps the device busy for 700 µs more
+
+    monkeypatch.setattr(timing, "time", type("Clock", (), {"perf_counter_ns": staticmethod(lambda: now["ns"])}))
+    device = timing.CudaDevice(fake)
+    start, end = device._events
+    end.query = query_end
+    fake.cuda.synchronize = synchronize_device
+    region = device.time_region(lambda: None)
+    assert polls["end"] == 3
+    assert region.gap_us == pytest.approx(700.0)

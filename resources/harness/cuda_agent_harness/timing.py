@@ -13,9 +13,9 @@ Every sample follows the same recipe, whatever the contender:
    device, is zeroed, and persisting-L2 lines are demoted first);
 5. the timed region: CUDA events around the call(s) on the current stream (host
    ``perf_counter_ns`` on the CPU);
-6. the whole device synchronized before the fence that closes the sample: work the call
-   left running on other streams is measured by the gap between the end event and that
-   fence and charged to the sample ("escape").
+6. the whole device synchronized once the end event has fired: work the call left running
+   on other streams keeps that synchronize waiting, and the wait (beyond its calibrated
+   floor) is charged to the sample ("escape").
 
 Because of the lead, the start event fires only once the whole sample is enqueued: the
 window holds the device's time of the call(s), not the host's time to dispatch them
@@ -211,7 +211,8 @@ class TimedRegion:
     """What a device's ``time_region`` measured."""
 
     elapsed_us: float
-    #: From the end of the region to the fence taken after a device-wide synchronize.
+    #: How long the device stayed busy after the region's end event fired: the host's wait
+    #: for the whole device once it saw that event (escaped work, plus the floor).
     gap_us: float
     result: Any
     #: See ``Sample.covered``.
@@ -350,8 +351,8 @@ class _CudaRuntime:
 
 
 class CudaDevice:
-    """CUDA events, an L2 flush sized from the device, a clock probe, and a fence that
-    catches work escaping the current stream."""
+    """CUDA events, an L2 flush sized from the device, a clock probe, and a device-wide wait
+    that catches work escaping the current stream."""
 
     kind = "cuda"
     supports_graphs = True
@@ -387,7 +388,7 @@ class CudaDevice:
         )
         self.flush_bytes = (self.flush_bytes + _MIB - 1) // _MIB * _MIB
         self._flush_buffer = torch.empty(self.flush_bytes // 4, dtype=torch.int32, device=f"cuda:{index}")
-        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
+        self._events = [torch.cuda.Event(enable_timing=True) for _ in range(2)]
         self._probe_events = [torch.cuda.Event(enable_timing=True) for _ in range(3)]
         self.runtime = _CudaRuntime()
         if self.runtime.available:
@@ -430,7 +431,7 @@ class CudaDevice:
             self.torch.cuda._sleep(cycles)
 
     def time_region(self, body: Callable[[], Any]) -> TimedRegion:
-        start, end, fence = self._events
+        start, end = self._events
         start.record()
         result = body()
         end.record()
@@ -439,22 +440,26 @@ class CudaDevice:
         # yet, everything up to the end event was enqueued before the window opened, and
         # nothing inside the window waited for the host.
         covered = not start.query()
-        # The whole device, not the current stream: work on side streams must finish
-        # before the sample is closed.
+        # Escaped work is what keeps the device busy after the end event: the host polls for
+        # that event, then waits for the whole device and times only the wait, so an idle
+        # device costs one synchronize call (the calibrated floor). A fence launched after a
+        # blocking wait added the host's wake-up and launch latency instead: tens of µs that
+        # stuck to a process and tilted A/A comparisons.
+        while not end.query():
+            pass
+        end_seen_ns = time.perf_counter_ns()
         self.torch.cuda.synchronize()
-        fence.record()
-        fence.synchronize()
+        gap_us = (time.perf_counter_ns() - end_seen_ns) / 1000.0
         elapsed_us = start.elapsed_time(end) * 1000.0
-        gap_us = end.elapsed_time(fence) * 1000.0
         return TimedRegion(elapsed_us, gap_us, result, covered, enqueued_ns)
 
     def calibrate_fence(self, repeats: int = 30) -> dict:
         """Constants of this process's timing, measured with harness code only.
 
         * The SM clock, which turns leads into spin cycles.
-        * The gap between the end event and the fence when nothing escapes (host wake-up
-          and enqueue latency), measured on empty regions behind a lead as samples have
-          it: gaps beyond it, plus a tolerance, are escaped work.
+        * The gap when nothing escapes (the cost of a synchronize call on a device that has
+          just gone idle), measured on empty regions behind a lead as samples have it: gaps
+          beyond it, plus a tolerance, are escaped work.
         * The launch leak: what the host's launch latency adds to a window opened on an
           idle device, i.e. the difference between a trivial kernel timed from idle and the
           same kernel queued behind work. Samples are covered by a lead and need no
@@ -462,7 +467,7 @@ class CudaDevice:
           charged less this (the reference side applies its own value to all sides).
         """
         gaps, idle, queued = [], [], []
-        start, end, _ = self._events
+        start, end = self._events
         sleep = self.torch.cuda._sleep
         self.clock_mhz()
         for _ in range(repeats):
