@@ -113,9 +113,33 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
     return reference, candidate
 
 
+def round_samples(rounds: list[dict]) -> dict:
+    """Per contender, each round's [time µs, SM clock MHz, throttled]: what a verdict came
+    from, kept so that a wrong one can be traced to the rounds that made it."""
+    kept: dict = {}
+    for each in rounds:
+        for name, sample in each.get("samples", {}).items():
+            kept.setdefault(name, []).append(
+                [sample.get("time_us"), sample.get("clock_mhz"), bool(each.get("throttled", False))])
+    return kept
+
+
+def cached_anchor(session: dict) -> dict | None:
+    """The cached baselines a compile comparison went through: their clock and medians."""
+    cached = session.get("cached_baselines")
+    if not cached:
+        return None
+    medians = {}
+    for name in ("eager", "compile"):
+        times = [each["samples"][name]["time_us"] for each in cached.get("rounds", []) if name in each.get("samples", {})]
+        medians[f"{name}_median_us"] = statistics.median(times) if times else None
+    return {"clock_mhz": cached.get("clock_mhz"), "measured_at": cached.get("measured_at"), **medians}
+
+
 def judge_repetitions(judge, session: dict, baseline: str) -> list[dict]:
     verdicts = []
-    for index in range(len(session.get("repetitions", [session]))):
+    repetitions = session.get("repetitions", [session])
+    for index, repetition in enumerate(repetitions):
         profile = judge(session, index if "repetitions" in session else None)
         estimate = profile.get(f"versus_{baseline}")
         if not estimate:
@@ -128,7 +152,8 @@ def judge_repetitions(judge, session: dict, baseline: str) -> list[dict]:
                 "low": estimate["interval"][0],
                 "high": estimate["interval"][1],
                 "verdict": estimate["verdict"],
-                "rounds": len(session["repetitions"][index]["rounds"]) if "repetitions" in session else None,
+                "rounds": len(repetition.get("rounds", [])) if "repetitions" in session else None,
+                "samples": round_samples(repetition.get("rounds", [])),
             }
         )
     return verdicts
@@ -224,6 +249,8 @@ def main() -> int:
                     "cache": session.get("baseline_cache", {}).get("status"),
                     "calibration_us": session.get("calibration_us"),
                     "dispatch_cover": session.get("dispatch_cover"),
+                    "reference_clock_mhz": session.get("reference_clock_mhz"),
+                    "cached_anchor": cached_anchor(session),
                     **entry,
                 }
                 if kind == "reference":

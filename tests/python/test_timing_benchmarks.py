@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How the timing benchmarks share their time budget out, and how they set torch.compile up."""
+"""How the timing benchmarks share their time budget out, how they set torch.compile up, and
+what the A/A benchmark keeps of each verdict."""
 
 import os
 import sys
@@ -51,3 +52,58 @@ def test_pinned_kernels_turn_inductors_on_device_choices_off_and_back_on():
         assert inductor_config.deterministic is False
     finally:
         inductor_config.deterministic = saved
+
+
+def _honesty_script():
+    import importlib.util
+
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "timing_honesty", "run.py")
+    spec = importlib.util.spec_from_file_location("timing_honesty_run", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _round(index, eager, candidate, clock, throttled=False):
+    return {"round": index, "throttled": throttled,
+            "samples": {"eager": {"time_us": eager, "clock_mhz": clock},
+                        "candidate": {"time_us": candidate, "clock_mhz": clock}}}
+
+
+class _Judge:
+    """Stands in for the C++ judge: one verdict per repetition, from its first round."""
+
+    def __call__(self, session, index):
+        rounds = session["repetitions"][index]["rounds"] if index is not None else session["rounds"]
+        ratio = rounds[0]["samples"]["eager"]["time_us"] / rounds[0]["samples"]["candidate"]["time_us"]
+        return {"versus_eager": {"speedup": ratio, "interval": [ratio * 0.98, ratio * 1.02],
+                                 "verdict": "SAME" if abs(ratio - 1) < 0.03 else "SLOWER"}}
+
+
+def test_each_verdict_keeps_the_rounds_and_clocks_it_came_from():
+    honesty = _honesty_script()
+    session = {"repetitions": [
+        {"rounds": [_round(0, 100.0, 101.0, 1980.0), _round(1, 99.0, 100.0, 1975.0)]},
+        {"rounds": [_round(0, 100.0, 110.0, 1700.0, throttled=True)]},
+    ]}
+    verdicts = honesty.judge_repetitions(_Judge(), session, "eager")
+    assert [v["verdict"] for v in verdicts] == ["SAME", "SLOWER"]
+    assert verdicts[0]["rounds"] == 2
+    assert verdicts[0]["samples"]["candidate"] == [[101.0, 1980.0, False], [100.0, 1975.0, False]]
+    assert verdicts[1]["samples"]["eager"] == [[100.0, 1700.0, True]]
+    # A session of one comparison keeps its rounds at the top level.
+    single = honesty.judge_repetitions(_Judge(), {"rounds": [_round(0, 50.0, 50.0, None)]}, "eager")
+    assert single[0]["rounds"] is None and single[0]["samples"]["eager"] == [[50.0, None, False]]
+
+
+def test_a_comparison_through_the_cache_records_the_anchor_it_used():
+    honesty = _honesty_script()
+    cached_rounds = [
+        {"samples": {"eager": {"time_us": t}, "compile": {"time_us": t / 25}}} for t in (8000.0, 8100.0, 8200.0)
+    ]
+    session = {"cached_baselines": {"clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z", "rounds": cached_rounds}}
+    assert honesty.cached_anchor(session) == {
+        "clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z",
+        "eager_median_us": 8100.0, "compile_median_us": pytest.approx(324.0),
+    }
+    assert honesty.cached_anchor({"cached_baselines": None}) is None
