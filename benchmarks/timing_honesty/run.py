@@ -131,7 +131,8 @@ def cached_anchor(session: dict) -> dict | None:
         return None
     medians = {}
     for name in ("eager", "compile"):
-        times = [each["samples"][name]["time_us"] for each in cached.get("rounds", []) if name in each.get("samples", {})]
+        times = [each["samples"][name]["time_us"]
+                 for each in cached.get("rounds", []) if name in each.get("samples", {})]
         medians[f"{name}_median_us"] = statistics.median(times) if times else None
     return {"clock_mhz": cached.get("clock_mhz"), "measured_at": cached.get("measured_at"), **medians}
 

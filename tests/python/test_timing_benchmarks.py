@@ -101,7 +101,8 @@ def test_a_comparison_through_the_cache_records_the_anchor_it_used():
     cached_rounds = [
         {"samples": {"eager": {"time_us": t}, "compile": {"time_us": t / 25}}} for t in (8000.0, 8100.0, 8200.0)
     ]
-    session = {"cached_baselines": {"clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z", "rounds": cached_rounds}}
+    session = {"cached_baselines": {"clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z",
+                                    "rounds": cached_rounds}}
     assert honesty.cached_anchor(session) == {
         "clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z",
         "eager_median_us": 8100.0, "compile_median_us": pytest.approx(324.0),

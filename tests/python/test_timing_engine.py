@@ -397,7 +397,7 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
 
     def query_end():
         polls["end"] += 1
-        now["ns"] += 5_000  # each poll costs the host 5 µs, before and after the event
+        now["ns"] += 5_000  # each poll costs the host 5 µs, none of which is escaped work
         return polls["end"] >= 3
 
     def synchronize_device():
