@@ -53,7 +53,6 @@ import random
 import select
 import statistics
 import sys
-import threading
 import time
 import traceback
 from typing import Any, Callable
