@@ -151,14 +151,16 @@ inline Rejection rejection_from(const nlohmann::json& session) {
 /// `timing_session.py reference` prints). Rounds flagged as throttled are left out while at
 /// least `floor_rounds` unthrottled ones remain. The speedup against torch.compile is
 /// paired per round when compile was timed live, and otherwise goes through the cached
-/// compile/eager ratio times the live eager/candidate ratio.
+/// compile/eager ratio times the live eager/candidate ratio, its interval widened by how
+/// far live eager drifted from cached eager (`widen_for_anchor_drift`).
 [[nodiscard]] inline ProfileResult profile_result_from_session(const nlohmann::json& session,
                                                                const SpeedupOptions& statistics = {},
                                                                int floor_rounds = 5) {
   ProfileResult result;
   nlohmann::json& details = result.details;
   for (const char* field : {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason",
-                            "compile_source", "baseline_cache", "reference_clock_mhz", "compile_seconds",
+                            "compile_source", "baseline_cache", "reference_clock_mhz", "implausible_clock_readings",
+                            "compile_seconds",
                             "elapsed_s", "warnings", "fence", "dispatch_cover", "time_budget"})
     if (session.contains(field)) details[field] = session[field];
   result.regime = session.value("regime", "per_call") == "cuda_graph" ? TimingRegime::cuda_graph
@@ -227,6 +229,13 @@ inline Rejection rejection_from(const nlohmann::json& session) {
     details["compile_timing"] = {{"source", "cache"},
                                  {"measured_at", cached->value("measured_at", "")},
                                  {"cached_eager_median_us", median(cached_eager)}};
+    if (result.versus_compile && !eager.empty() && !cached_eager.empty()) {
+      const double drift = median(eager) / median(cached_eager);
+      details["compile_timing"]["eager_drift"] = drift;
+      details["compile_timing"]["interval_before_drift"] = {result.versus_compile->interval_low,
+                                                            result.versus_compile->interval_high};
+      result.versus_compile = widen_for_anchor_drift(*result.versus_compile, drift);
+    }
   }
   return result;
 }

@@ -302,6 +302,24 @@ inline std::pair<double, double> paired_log_ratio_interval(const RatioOfMedians&
   return estimate;
 }
 
+/// A speedup reached through a cached baseline (cached baseline over cached anchor, times
+/// live anchor over candidate) assumes that the baseline moved between the cached session
+/// and this one exactly as the anchor did. Nothing guarantees it: a clock or power change
+/// moves a latency-bound anchor (a slow eager kernel) and a bandwidth-bound baseline (its
+/// compiled form) unequally. `anchor_drift` is the live anchor's median over its cached
+/// median; the interval is widened to also hold the estimate for a baseline that did not
+/// move at all (the same interval divided by the drift), and the verdict is redone. A
+/// drift of 1 leaves the estimate as it was.
+[[nodiscard]] inline SpeedupEstimate widen_for_anchor_drift(SpeedupEstimate estimate, double anchor_drift) {
+  if (!(anchor_drift > 0) || !std::isfinite(anchor_drift))
+    throw std::invalid_argument("speedup estimate: the anchor's drift must be positive and finite (got " +
+                                std::to_string(anchor_drift) + ")");
+  estimate.interval_low = std::min(estimate.interval_low, estimate.interval_low / anchor_drift);
+  estimate.interval_high = std::max(estimate.interval_high, estimate.interval_high / anchor_drift);
+  estimate.verdict = classify_speedup(estimate.interval_low, estimate.interval_high, estimate.threshold);
+  return estimate;
+}
+
 /// The common case: one baseline against the candidate.
 [[nodiscard]] inline SpeedupEstimate estimate_speedup(std::string baseline, std::span<const double> baseline_us,
                                                       std::span<const double> candidate_us,

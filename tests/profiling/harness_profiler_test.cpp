@@ -62,19 +62,46 @@ TEST_CASE("how samples were covered and how the session spent its time reach the
   CHECK(result.details["time_budget"]["limit_s"] == 9.0);
 }
 
-TEST_CASE("cached baselines reach the compile speedup through eager", "[profiling]") {
-  nlohmann::json live = session(15, 1100, 1000, 0);  // the clock is 10% slower than when cached
+namespace {
+
+nlohmann::json cached_baselines(double eager, double compile) {
   nlohmann::json cached = {{"regime", "per_call"}, {"rounds", nlohmann::json::array()}, {"measured_at", "2026-11-30"}};
-  for (int round = 0; round < 15; ++round) cached["rounds"].push_back({{"eager", 1000.0 + round}, {"compile", 1050.0 + round}});
-  live["cached_baselines"] = cached;
+  for (int round = 0; round < 15; ++round)
+    cached["rounds"].push_back({{"eager", eager + round}, {"compile", compile + round}});
+  return cached;
+}
+
+}  // namespace
+
+TEST_CASE("cached baselines reach the compile speedup through eager", "[profiling]") {
+  nlohmann::json live = session(15, 1020, 850, 0);  // the clock is 2% slower than when cached
+  live["cached_baselines"] = cached_baselines(1000, 1050);
   const ca::ProfileResult result = ca::profile_result_from_session(live);
   REQUIRE(result.versus_compile);
-  // compile/eager = 1.05 cached, eager/candidate = 1.1 live: 1.155x.
-  CHECK(result.versus_compile->speedup == Approx(1.155).epsilon(0.01));
+  // compile/eager = 1.05 cached, eager/candidate = 1.2 live: 1.26x.
+  CHECK(result.versus_compile->speedup == Approx(1.26).epsilon(0.01));
   CHECK(result.versus_compile->verdict == ca::Verdict::faster);
-  CHECK(result.versus_eager->speedup == Approx(1.1).epsilon(0.01));
+  CHECK(result.versus_eager->speedup == Approx(1.2).epsilon(0.01));
   CHECK(result.timing("compile"));
   CHECK(result.details["compile_timing"]["source"] == "cache");
+  CHECK(result.details["compile_timing"]["eager_drift"].get<double>() == Approx(1020.0 / 1007.0));  // medians
+}
+
+TEST_CASE("a cached speedup is no verdict when eager drifted as far as the margin", "[profiling]") {
+  // Eager runs 10% slower than when cached. If compile slowed down with it the candidate is
+  // 1.155x faster; if compile stayed put, only 1.05x: the interval holds both.
+  nlohmann::json live = session(15, 1100, 1000, 0);
+  live["cached_baselines"] = cached_baselines(1000, 1050);
+  const ca::ProfileResult result = ca::profile_result_from_session(live);
+  REQUIRE(result.versus_compile);
+  CHECK(result.versus_compile->speedup == Approx(1.155).epsilon(0.01));
+  CHECK(result.versus_compile->interval_low < 1.06);
+  CHECK(result.versus_compile->interval_high > 1.155);
+  CHECK(result.versus_compile->verdict == ca::Verdict::ambiguous);
+  const nlohmann::json& before = result.details["compile_timing"]["interval_before_drift"];
+  CHECK(before[0].get<double>() > 1.0526);  // FASTER before the widening
+  // The eager verdict is paired within the session and stays as it was.
+  CHECK(result.versus_eager->verdict == ca::Verdict::faster);
 }
 
 TEST_CASE("throttled rounds are left out while enough others remain", "[profiling]") {
@@ -170,6 +197,12 @@ TEST_CASE("the reference timed against itself is never FASTER or SLOWER", "[prof
   options.candidate_kind = "reference";
   options.budget.seconds = 1.0;
   options.budget.max_rounds = 40;
+  // Host timers on a shared 2-core VM put the same 50 µs operator 10 to 35% apart between
+  // two processes, one way or the other from run to run (whatever the order of samples,
+  // the re-checks or the allocator), and 5% honesty is the GPU's property, measured by
+  // benchmarks/timing_honesty. On the CPU the pipeline must not tilt grossly (one side
+  // charged twice, say, or timed with work of the other side's inside its window).
+  options.statistics.threshold = 0.5;
   ca::HarnessProfiler profiler(options, UnconfinedTestSandbox{});
   const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("honest", build.path()));
   REQUIRE_FALSE(result.rejection);

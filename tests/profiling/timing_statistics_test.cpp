@@ -259,6 +259,38 @@ TEST_CASE("a speedup through a cached baseline multiplies the factors of the cha
   CHECK(estimate.baseline == "compile");
 }
 
+TEST_CASE("an anchor that drifted widens a cached speedup toward a baseline that stayed put", "[profiling]") {
+  ca::SpeedupEstimate estimate;
+  estimate.speedup = 0.90;
+  estimate.interval_low = 0.88;
+  estimate.interval_high = 0.93;
+  estimate.verdict = ca::Verdict::slower;
+  // Live eager ran 8% faster than when cached: had compile not moved with it, the speedup
+  // would be 0.93 / 0.92 = 1.01 at the top, so SLOWER cannot be told.
+  const auto widened = ca::widen_for_anchor_drift(estimate, 0.92);
+  CHECK(widened.speedup == 0.90);
+  CHECK(widened.interval_low == 0.88);
+  CHECK(widened.interval_high == Approx(0.93 / 0.92));
+  CHECK(widened.verdict == ca::Verdict::ambiguous);
+
+  // Drift the other way widens the low end; no drift changes nothing.
+  estimate.speedup = 1.20;
+  estimate.interval_low = 1.15;
+  estimate.interval_high = 1.25;
+  estimate.verdict = ca::Verdict::faster;
+  const auto slower_live = ca::widen_for_anchor_drift(estimate, 1.03);
+  CHECK(slower_live.interval_low == Approx(1.15 / 1.03));
+  CHECK(slower_live.interval_high == 1.25);
+  CHECK(slower_live.verdict == ca::Verdict::faster);
+  const auto unmoved = ca::widen_for_anchor_drift(estimate, 1.0);
+  CHECK(unmoved.interval_low == 1.15);
+  CHECK(unmoved.interval_high == 1.25);
+  CHECK(unmoved.verdict == ca::Verdict::faster);
+
+  CHECK_THROWS_AS(ca::widen_for_anchor_drift(estimate, 0.0), std::invalid_argument);
+  CHECK_THROWS_AS(ca::widen_for_anchor_drift(estimate, std::nan("")), std::invalid_argument);
+}
+
 TEST_CASE("unusable samples are refused with a reason", "[profiling]") {
   const std::vector<double> some{1, 2, 3};
   const std::vector<double> fewer{1, 2};
