@@ -4,6 +4,7 @@ contender timing in each regime, and the comparison of handed-over timed outputs
 
 import math
 import os
+import resource
 import sys
 import time
 
@@ -230,6 +231,17 @@ def test_cpu_samples_have_no_lead_and_cannot_tell_coverage():
     assert sample.time_us == sample.raw_us  # the CPU's launch leak is 0
 
 
+def test_the_cpu_device_keeps_freed_memory_so_timed_outputs_fault_no_pages_in():
+    timing.CpuDevice(torch, flush_bytes=16 << 20)
+    for _ in range(2):  # the first block after the change may still be a fresh mapping
+        torch.ones(1 << 20)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(20):
+        torch.ones(1 << 20)  # 4 MiB, freed at once: glibc's default maps and unmaps it each time
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    assert faults < 100, faults  # about 350 per tensor otherwise
+
+
 class ScriptedDevice(timing.CpuDevice):
     """A device that leads like CUDA: it records the order of the steps of each sample, and
     its regions are covered or not, and take as long to enqueue, as the script says."""
@@ -411,3 +423,31 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
     region = device.time_region(lambda: None)
     assert polls["end"] == 3
     assert region.gap_us == pytest.approx(700.0)
+
+
+def _probe_reading(monkeypatch, short_ms: float, long_ms: float):
+    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+    device = timing.CudaDevice(RecordingTorch(start_reached=False))
+    first, second, third = device._probe_events
+    first.elapsed_time = lambda other: short_ms  # e0 -> e1: the short spin
+    second.elapsed_time = lambda other: long_ms  # e1 -> e2: the long spin
+    return device
+
+
+def test_the_clock_probe_turns_two_spins_into_the_sm_clock(monkeypatch):
+    # 80,000 cycles more in the long spin, which took 40 µs longer: 2000 MHz.
+    device = _probe_reading(monkeypatch, short_ms=0.010, long_ms=0.050)
+    assert device.clock_mhz() == pytest.approx(2000.0)
+    assert device.lead_clock_mhz == pytest.approx(2000.0)
+
+
+def test_an_impossible_clock_reading_is_dropped_and_does_not_stretch_leads(monkeypatch):
+    # Host latency inside the short spin makes both spins look alike: 80,000 cycles in
+    # 0.4 µs would be 200 GHz. It must neither become the lead's clock nor be reported.
+    device = _probe_reading(monkeypatch, short_ms=0.0496, long_ms=0.0500)
+    device.lead_clock_mhz = 1980.0
+    assert device.clock_mhz() is None
+    assert device.lead_clock_mhz == 1980.0
+    assert device.implausible_clock_readings == 1
+    device.lead(100.0)
+    assert device.torch.cuda.log[-1] == ("sleep", 198_000)

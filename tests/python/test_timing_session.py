@@ -93,13 +93,14 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
 
 def test_stale_cached_baselines_send_compile_back_to_live_timing(tmp_path):
     first = session("honest", compile_enabled=True, cache=tmp_path)
-    # As if measured on another machine: eager took a third of today's time.
+    # As if measured on another machine: eager took a twentieth of today's time (CPU
+    # timings of this small task spread over 2x within one session on a 2-core VM).
     path = first["baseline_cache"]["file"]
     with open(path, encoding="utf-8") as handle:
         entry = json.load(handle)
     for measurement in entry["regimes"].values():
         for each in measurement["rounds"]:
-            each["eager"] /= 3
+            each["eager"] /= 20
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(entry, handle)
     result = session("honest", compile_enabled=True, cache=tmp_path, stale_tolerance=0.5)

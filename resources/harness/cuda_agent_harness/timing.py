@@ -231,6 +231,7 @@ class CpuDevice:
 
     def __init__(self, torch: Any, flush_bytes: int | None = None):
         self.torch = torch
+        self.allocator_kept = _keep_freed_host_memory()
         self.cache_bytes = _cpu_last_level_cache_bytes()
         self.flush_bytes = flush_bytes or max(2 * (self.cache_bytes or 32 * _MIB), 16 * _MIB)
         self._flush_buffer = torch.zeros(self.flush_bytes // 4, dtype=torch.int32)
@@ -245,6 +246,7 @@ class CpuDevice:
             "cache_bytes": self.cache_bytes,
             "flush_bytes": self.flush_bytes,
             "timer": "perf_counter_ns",
+            "freed_memory_kept": self.allocator_kept,
         }
 
     @property
@@ -277,6 +279,30 @@ class CpuDevice:
 
     def recover_from_capture(self) -> None:
         pass
+
+
+def _keep_freed_host_memory() -> bool:
+    """Makes glibc's malloc keep freed memory in the process instead of handing it back to
+    the kernel: no more mmap per large allocation, no trimming of the heap's top.
+
+    Without it, a tensor of 128 KiB or more allocated inside a timed call (its output) may
+    come from pages the kernel has to fault in one by one, or may not, depending on what the
+    process allocated and freed before (a file it wrote, a payload it compared). On a 2-core
+    VM, a 1 MiB ReLU timed in two processes took a median of 275 µs in one and 1235 µs in
+    the other in the rounds that followed a handed-over payload. CUDA's caching allocator
+    gives device memory the same treatment. False where this is not glibc."""
+    import ctypes
+
+    M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
+    try:
+        libc = ctypes.CDLL(None)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    # The largest mmap threshold glibc accepts on 64-bit (HEAP_MAX_SIZE / 2: 32 MiB), and a
+    # trim threshold no heap reaches.
+    return bool(mallopt(M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(M_TRIM_THRESHOLD, (1 << 31) - 1))
 
 
 def _cpu_model_name() -> str:
@@ -372,6 +398,11 @@ class CudaDevice:
     #: idle device the host's launch latency would fall between the events and can exceed the
     #: difference being measured.
     PROBE_LEAD_CYCLES = 400_000
+    #: No current GPU clocks its SMs above this. A reading beyond it means the host's
+    #: latency fell inside the probe's short spin (the two spins then look almost equally
+    #: long): it is dropped, since the lead takes the highest reading and would spin many
+    #: times longer than asked, and the throttle check compares with that reading too.
+    MAX_PLAUSIBLE_CLOCK_MHZ = 4000.0
 
     def __init__(self, torch: Any, index: int = 0, flush_bytes: int | None = None):
         self.torch = torch
@@ -400,6 +431,8 @@ class CudaDevice:
         self.launch_leak_us = 0.0
         #: The highest SM clock measured so far (MHz), which turns leads into spin cycles.
         self.lead_clock_mhz: float | None = None
+        #: Probe readings dropped as impossible (see ``MAX_PLAUSIBLE_CLOCK_MHZ``).
+        self.implausible_clock_readings = 0
 
     @property
     def torch_device(self) -> str:
@@ -513,6 +546,9 @@ class CudaDevice:
         if difference_ms <= 0:
             return None
         clock = (self.PROBE_LONG_CYCLES - self.PROBE_SHORT_CYCLES) / (difference_ms * 1000.0)
+        if clock > self.MAX_PLAUSIBLE_CLOCK_MHZ:
+            self.implausible_clock_readings += 1
+            return None
         # The highest clock turns a lead into the most cycles: at a lower clock the spin
         # only lasts longer, which is the safe side.
         self.lead_clock_mhz = max(self.lead_clock_mhz or 0.0, clock)

@@ -1036,6 +1036,7 @@ class ReferenceSession:
                 },
                 "calibration_us": calibration,
                 "reference_clock_mhz": self.reference_clock(),
+                "implausible_clock_readings": getattr(self.device, "implausible_clock_readings", 0),
                 "throttle_tolerance": self.throttle_tolerance,
                 "baseline_cache": cache_status,
                 "compile_seconds": self.compile_seconds,
