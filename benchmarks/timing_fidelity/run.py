@@ -3,10 +3,12 @@
 profiler reports (in the regime it would choose) must lie within 3% of the CUDA-graph
 device time of the same call from the same cache state.
 
-The device time is measured apart from the profiler: a CUDA graph of N x (L2 flush, call)
-and a graph of N x (L2 flush), each replayed a number of times; their difference over N
-is the call's device time, without launch overhead and with a cold L2, as the profiler's
-samples have it. N keeps a replay near 100 us of work and each replay follows a spin
+The device time is measured apart from the profiler: a CUDA graph of N x (L2 flush, fresh
+input contents, call) and a graph of N x (L2 flush, fresh input contents), each replayed a
+number of times; their difference over N is the call's device time, without launch
+overhead and in the cache state the profiler's per-call samples have (L2 flushed, then the
+inputs written). Workloads the profiler times in the cuda_graph regime, whose inputs are
+written before the flush, are compared with graphs of N x (L2 flush, call) instead. N keeps a replay near 100 us of work and each replay follows a spin
 of the same length as a profiler sample's lead, so that the device runs the call in the
 state the profiler's samples find it in: a long graph of back-to-back GEMMs runs into the
 power limit and lower clocks (a bf16 4096^3 GEMM took 5% longer in a 5 ms graph than
@@ -59,8 +61,11 @@ def workloads(torch, device: str):
 
 
 def graph_device_time(torch, device, function, inputs, per_call_us: float, lead_us: float,
-                      replays: int = 20) -> float:
-    """Device time of one call after an L2 flush: graph(N x (flush, call)) - graph(N x flush), over N."""
+                      inputs_after_flush: bool, replays: int = 20) -> float:
+    """Device time of one call in the cache state of the profiler's samples: with
+    ``inputs_after_flush`` (per-call and batched samples), graph(N x (flush, inputs, call))
+    - graph(N x (flush, inputs)); without (cuda_graph samples: inputs cold),
+    graph(N x (flush, call)) - graph(N x flush); over N."""
     calls = int(max(1, min(50, math.ceil(100.0 / max(per_call_us, 1.0)))))
     flush = device._flush_buffer
     side = torch.cuda.Stream()
@@ -70,14 +75,21 @@ def graph_device_time(torch, device, function, inputs, per_call_us: float, lead_
             function(*inputs)
     torch.cuda.current_stream().wait_stream(side)
     torch.cuda.synchronize()
+    tensors = [each for each in inputs if isinstance(each, torch.Tensor)] if inputs_after_flush else []
+
+    def flush_and_write_inputs():
+        flush.zero_()
+        for tensor in tensors:
+            tensor.normal_()
+
     work, flushes = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
     with torch.no_grad(), torch.cuda.graph(work):
         for _ in range(calls):
-            flush.zero_()
+            flush_and_write_inputs()
             function(*inputs)
     with torch.cuda.graph(flushes):
         for _ in range(calls):
-            flush.zero_()
+            flush_and_write_inputs()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
 
     def replay(graph) -> float:
@@ -144,7 +156,8 @@ def main() -> int:
         inputs = make_inputs(6)
         if device_kind == "cuda":
             lead = statistics.median(each.lead_us for each in taken) or device.CALIBRATION_LEAD_US
-            reference = graph_device_time(torch, device, function, inputs, per_call, lead)
+            reference = graph_device_time(torch, device, function, inputs, per_call, lead,
+                                          inputs_after_flush=regime != timing.CUDA_GRAPH)
         else:
             reference = host_device_time(torch, device, function, inputs)
         ratio = profiled / reference if reference > 0 else float("nan")

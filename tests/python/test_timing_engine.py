@@ -198,16 +198,20 @@ def test_covered_samples_keep_their_whole_window():
 
 
 def test_samples_report_coverage_and_lead_beside_the_old_fields():
-    sample = timing.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0, enqueue_us=40.0)
+    sample = timing.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0,
+                           enqueue_us=40.0, gap_us=13.0)
     assert sample.to_json() == {"time_us": 10.0, "calls": 2, "raw_us": 20.0, "escape_us": 1.0,
-                                "covered": True, "lead_us": 80.0, "enqueue_us": 40.0}
+                                "covered": True, "lead_us": 80.0, "enqueue_us": 40.0, "gap_us": 13.0}
     assert timing.Sample(1.0, 1, 1.0).to_json()["covered"] is None
 
 
 def test_the_first_lead_covers_the_enqueue_with_a_margin():
     assert timing.initial_lead_us(100.0) == pytest.approx(1.5 * 100.0 + 20.0)
     assert timing.initial_lead_us(0.0) == pytest.approx(20.0)
-    assert timing.initial_lead_us(1e6) == timing.MAX_LEAD_US
+    assert timing.initial_lead_us(1e5, cap_us=timing.MAX_LEAD_US) == timing.MAX_LEAD_US
+    # A sample that takes 15 ms to enqueue (a graph's input sets refilled) may lead 60 ms.
+    assert timing.lead_cap_us(15_000.0) == pytest.approx(60_000.0)
+    assert timing.initial_lead_us(15_000.0) == pytest.approx(1.5 * 15_000.0 + 20.0)
 
 
 def test_an_uncovered_sample_doubles_the_lead_up_to_the_cap_then_gives_it_up():
@@ -215,7 +219,11 @@ def test_an_uncovered_sample_doubles_the_lead_up_to_the_cap_then_gives_it_up():
     assert timing.next_lead_us(100.0, covered=None) == 100.0
     assert timing.next_lead_us(100.0, covered=False) == 200.0
     assert timing.next_lead_us(15_000.0, covered=False) == timing.MAX_LEAD_US
-    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False) == 0.0  # no lead covers this contender
+    # At the cap, one uncovered sample (an enqueue that ran long) keeps the lead; three in a
+    # row give it up: no lead covers this contender.
+    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False, uncovered_at_cap=1) == timing.MAX_LEAD_US
+    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False, uncovered_at_cap=3) == 0.0
+    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False) == 0.0
     assert timing.next_lead_us(0.0, covered=False) == 0.0  # given up stays given up
     lead, doublings = 30.0, 0
     while 0 < lead < timing.MAX_LEAD_US:
@@ -281,17 +289,30 @@ def _scripted_contender(device):
     return timing.ContenderTimer("eager", lambda x: x + 1, device, make_inputs)
 
 
-def test_the_inputs_are_written_after_the_lead_and_flushed_before_the_window():
+def test_the_inputs_are_written_after_the_lead_and_the_flush_right_before_the_window():
     device = ScriptedDevice(enqueue_us=[12000.0, 2000.0])
     contender = _scripted_contender(device)
     contender.sample(1)
     # Two probes from an idle device measure the enqueue; then the sample itself, led.
-    probe = ["synchronize", "inputs", "flush", "region"]
+    probe = ["synchronize", "flush", "inputs", "region"]
     assert device.steps[:8] == probe + probe
     lead = device.steps[9]
-    assert device.steps[8:] == ["synchronize", lead, "inputs", "flush", "region"]
+    assert device.steps[8:] == ["synchronize", lead, "flush", "inputs", "region"]
     # 1.5 x the shorter probe's enqueue + 20 µs (the probes' own host time comes on top).
     assert lead[0] == "lead" and 1.5 * 2000.0 + 20.0 <= lead[1] < 1.5 * 12000.0 + 20.0
+
+
+def test_graph_samples_write_their_input_sets_before_the_flush():
+    # A replayed graph cannot start anything ahead of the window, so its N input sets are
+    # written first and all flushed out of L2 (written after the flush, the last ones
+    # would be warm and the first ones cold).
+    device = ScriptedDevice()
+    contender = _scripted_contender(device)
+    contender.regime, contender.calls, contender.lead_us = timing.CUDA_GRAPH, 2, 100.0
+    contender._graph = type("Graph", (), {"replay": staticmethod(lambda: None)})()
+    contender._static_inputs = [[torch.zeros(4)], [torch.zeros(4)]]
+    contender.sample(1)
+    assert device.steps == ["synchronize", ("lead", 100.0), "inputs", "inputs", "flush", "region"]
 
 
 def test_a_timer_leads_longer_after_uncovered_samples_and_charges_only_those_the_launch_leak():
@@ -304,6 +325,21 @@ def test_a_timer_leads_longer_after_uncovered_samples_and_charges_only_those_the
     assert second.time_us == pytest.approx(50.0)
     third = contender.sample(3)
     assert third.covered is False and contender.lead_us == pytest.approx(4 * first.lead_us)
+
+
+def test_a_long_enqueue_raises_the_cap_and_only_repeated_misses_at_the_cap_give_the_lead_up():
+    # Probes of 15 ms (a graph's input sets refilled): the cap is 60 ms, not 20 ms.
+    device = ScriptedDevice(covered=[True, True, False, False, True, False, False, False, False],
+                            enqueue_us=[15_000.0, 15_000.0])
+    contender = _scripted_contender(device)
+    leads = [contender.sample(seed).lead_us for seed in range(8)]
+    assert contender.lead_cap_us == pytest.approx(60_000.0, rel=0.01)
+    first = leads[0]
+    assert leads[1] == pytest.approx(2 * first)  # uncovered: doubled
+    assert leads[2] == pytest.approx(contender.lead_cap_us)  # doubled again, to the cap
+    # Covered at the cap, then three misses there in a row: kept, then given up.
+    assert leads[3:6] == [leads[2]] * 3
+    assert leads[6:] == [0.0, 0.0]
 
 
 def test_a_new_regime_measures_its_own_lead_and_calibration_prefers_covered_samples():

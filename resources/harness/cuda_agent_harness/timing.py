@@ -7,10 +7,11 @@ Every sample follows the same recipe, whatever the contender:
 1. the whole device synchronized (the previous sample has finished);
 2. on CUDA, a lead: a spin kernel on the current stream that keeps the device busy while
    the host enqueues the rest of the sample (the contender's ``lead_us``, below);
-3. fresh input contents, generated from a seed, written on the current stream after the
-   lead;
-4. the cache flushed (on CUDA: a buffer of at least twice the device's L2, read from the
+3. the cache flushed (on CUDA: a buffer of at least twice the device's L2, read from the
    device, is zeroed, and persisting-L2 lines are demoted first);
+4. fresh input contents, generated from a seed, written on the current stream after the
+   flush, as a producer kernel would have left them for the call (in the ``cuda_graph``
+   regime they are written before the flush, cold: see below);
 5. the timed region: CUDA events around the call(s) on the current stream (host
    ``perf_counter_ns`` on the CPU);
 6. the whole device synchronized once the end event has fired: work the call left running
@@ -23,6 +24,15 @@ window holds the device's time of the call(s), not the host's time to dispatch t
 device would fall inside it. A sample whose enqueue outlasted the lead is not
 "covered": it is charged like a sample from an idle device (the calibrated launch leak
 is taken off), and that contender's lead doubles for the next samples.
+
+Work a contender starts on a stream of its own, one that does not wait for the current
+stream, may run before the start event. On an H200 it did in about half of the samples,
+never during the lead but during the flush, up to 25 µs ahead of the window. That is why
+the inputs are written last: such work reads memory that does not hold this sample's
+inputs yet, and the session's re-check of timed outputs rejects what it computed. A CUDA
+graph cannot start anything before its replay, which follows the start event, so the
+``cuda_graph`` regime writes its N input sets first and flushes after them: all N sets are
+cold, where the last set written would otherwise be warm and the first ones not.
 
 Three regimes share that recipe (``REGIMES``): ``per_call`` (one call per sample), and for
 short kernels ``cuda_graph`` (N calls on N input sets captured in one CUDA graph, replayed
@@ -56,10 +66,16 @@ DEFAULT_MAX_CALLS_PER_SAMPLE = 256
 #: Input and output sets for the N calls of a short-kernel sample may take this much memory.
 DEFAULT_BATCH_MEMORY_BYTES = 2 << 30
 
-#: The longest lead (µs). A contender whose sample still is not enqueued within it waits
-#: for the device while it is being enqueued (a host synchronization), which no lead can
-#: cover; it is timed from an idle device instead of spinning this long before every sample.
+#: The longest lead (µs) for a contender whose sample takes less than a quarter of it to
+#: enqueue; longer enqueues (input sets of a CUDA graph refilled by the hundred) get
+#: LEAD_CAP_ENQUEUE_FACTOR times theirs. A contender whose sample still is not enqueued
+#: within the cap waits for the device while it is being enqueued (a host synchronization),
+#: which no lead can cover; it is timed from an idle device instead.
 MAX_LEAD_US = 20_000.0
+LEAD_CAP_ENQUEUE_FACTOR = 4.0
+#: Uncovered samples in a row at the cap before the lead is given up: one enqueue that ran
+#: long (an allocator pause, an interrupt) must not end a contender's coverage for good.
+UNCOVERED_AT_CAP_BEFORE_GIVING_UP = 3
 #: The first lead is this many times the host's time to enqueue one sample, plus the margin
 #: below: the enqueue time varies from sample to sample (allocator, Python, interrupts).
 LEAD_ENQUEUE_FACTOR = 1.5
@@ -91,8 +107,11 @@ class Sample:
     covered: bool | None = None
     #: How long the device was kept busy before this sample (0 when there was no lead).
     lead_us: float = 0.0
-    #: The host's time to enqueue the sample after the lead (inputs, flush, call(s), events).
+    #: The host's time to enqueue the sample after the lead (flush, inputs, call(s), events).
     enqueue_us: float = 0.0
+    #: The host's wait for the whole device after the end event (escape_us is what exceeds
+    #: the calibrated floor and tolerance).
+    gap_us: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -103,6 +122,7 @@ class Sample:
             "covered": self.covered,
             "lead_us": self.lead_us,
             "enqueue_us": self.enqueue_us,
+            "gap_us": self.gap_us,
         }
 
 
@@ -117,21 +137,29 @@ def per_call_time(
     return (corrected + escape_us) / max(calls, 1)
 
 
-def initial_lead_us(enqueue_us: float, cap_us: float = MAX_LEAD_US) -> float:
+def lead_cap_us(enqueue_us: float) -> float:
+    """The longest lead for a contender whose whole sample took ``enqueue_us`` to enqueue."""
+    return max(MAX_LEAD_US, LEAD_CAP_ENQUEUE_FACTOR * enqueue_us)
+
+
+def initial_lead_us(enqueue_us: float, cap_us: float | None = None) -> float:
     """The lead for a contender whose whole sample took ``enqueue_us`` to enqueue."""
-    return min(cap_us, LEAD_ENQUEUE_FACTOR * enqueue_us + LEAD_MARGIN_US)
+    cap = lead_cap_us(enqueue_us) if cap_us is None else cap_us
+    return min(cap, LEAD_ENQUEUE_FACTOR * enqueue_us + LEAD_MARGIN_US)
 
 
-def next_lead_us(lead_us: float, covered: bool | None, cap_us: float = MAX_LEAD_US) -> float:
+def next_lead_us(lead_us: float, covered: bool | None, cap_us: float = MAX_LEAD_US,
+                 uncovered_at_cap: int = UNCOVERED_AT_CAP_BEFORE_GIVING_UP) -> float:
     """The lead for a contender's next sample, after one that was ``covered`` or not.
 
-    A covered sample keeps the lead; an uncovered one doubles it, up to ``cap_us``. An
-    uncovered sample at the cap gives the lead up (0: samples start from an idle device,
-    with the launch-leak correction), since a longer one would not help."""
+    A covered sample keeps the lead; an uncovered one doubles it, up to ``cap_us``. Once
+    ``uncovered_at_cap`` samples in a row (this one included) were not covered at the cap,
+    the lead is given up (0: samples start from an idle device, with the launch-leak
+    correction), since a longer one would not help."""
     if covered is not False or lead_us <= 0.0:
         return lead_us
     if lead_us >= cap_us:
-        return 0.0
+        return 0.0 if uncovered_at_cap >= UNCOVERED_AT_CAP_BEFORE_GIVING_UP else lead_us
     return min(2.0 * lead_us, cap_us)
 
 
@@ -387,7 +415,7 @@ class CudaDevice:
     #: Turns a lead in µs into spin cycles before any clock was measured: above the boost
     #: clock of current GPUs, so that the spin lasts at least as long as asked.
     FALLBACK_CLOCK_MHZ = 2000.0
-    #: The lead before the empty regions that calibrate the fence, as samples have one.
+    #: A lead for spins outside the samples (the fidelity benchmark's reference graphs).
     CALIBRATION_LEAD_US = 200.0
 
     #: The clock probe spins for these many SM cycles (torch.cuda._sleep); the difference
@@ -486,28 +514,31 @@ class CudaDevice:
         elapsed_us = start.elapsed_time(end) * 1000.0
         return TimedRegion(elapsed_us, gap_us, result, covered, enqueued_ns)
 
+    #: Elements of the harness contender whose samples calibrate the escape floor.
+    FENCE_PROBE_ELEMENTS = 1 << 22
+
     def calibrate_fence(self, repeats: int = 30) -> dict:
         """Constants of this process's timing, measured with harness code only.
 
         * The SM clock, which turns leads into spin cycles.
-        * The gap when nothing escapes (the cost of a synchronize call on a device that has
-          just gone idle), measured on empty regions behind a lead as samples have it: gaps
-          beyond it, plus a tolerance, are escaped work.
+        * The gap when nothing escapes: the host's wait for the whole device once it has
+          seen an honest sample's end event. It is measured on whole samples of a harness
+          contender (``torch.neg`` of 16 MiB, with a lead, the flush and inputs made by an
+          ``InputFactory``, exactly as any contender's samples are taken), because an empty
+          region behind a flush waits less: 6 to 7.5 µs against 11 to 12 µs after honest
+          samples of ReLU, sum, softmax and GEMM on an H200, and every such sample was
+          charged the difference. Gaps beyond the floor, plus a tolerance, are escaped work.
         * The launch leak: what the host's launch latency adds to a window opened on an
           idle device, i.e. the difference between a trivial kernel timed from idle and the
           same kernel queued behind work. Samples are covered by a lead and need no
           correction; a sample whose enqueue outlasted its lead (``covered`` False) is
           charged less this (the reference side applies its own value to all sides).
         """
-        gaps, idle, queued = [], [], []
+        idle, queued = [], []
         start, end = self._events
         sleep = self.torch.cuda._sleep
         self.clock_mhz()
         for _ in range(repeats):
-            self.synchronize()
-            self.lead(self.CALIBRATION_LEAD_US)
-            self.flush()
-            gaps.append(self.time_region(lambda: None).gap_us)
             self.synchronize()
             start.record()
             sleep(0)
@@ -520,11 +551,17 @@ class CudaDevice:
             end.record()
             end.synchronize()
             queued.append(start.elapsed_time(end) * 1000.0)
+        self.launch_leak_us = max(0.0, statistics.median(idle) - statistics.median(queued))
+
+        torch = self.torch
+        probe = ContenderTimer("escape floor", torch.neg, self,
+                               InputFactory(lambda: [torch.randn(self.FENCE_PROBE_ELEMENTS)], self))
+        probe.warm_up(0, min_seconds=0.0)
+        gaps = [probe.sample(derive_seed(_PROBE_SEED_BIT, index)).gap_us for index in range(repeats)]
         floor = statistics.median(gaps)
         spread = statistics.median(abs(gap - floor) for gap in gaps)
         self.escape_floor_us = floor
         self.escape_tolerance_us = max(2.0, 5.0 * spread)
-        self.launch_leak_us = max(0.0, statistics.median(idle) - statistics.median(queued))
         return {
             "floor_us": floor,
             "tolerance_us": self.escape_tolerance_us,
@@ -665,7 +702,10 @@ class ContenderTimer:
     #: enqueue the sample stays out of its window. None: not measured yet for this regime
     #: (the next sample measures it); 0: no lead (the CPU, or a contender no lead covers).
     lead_us: float | None = None
+    #: The longest lead for this regime (``lead_cap_us`` of its enqueue time).
+    lead_cap_us: float = MAX_LEAD_US
     last_outputs: list = field(default_factory=list)
+    _uncovered_at_cap: int = 0
     _graph: Any = None
     _static_inputs: list = field(default_factory=list)
     _static_outputs: list = field(default_factory=list)
@@ -781,20 +821,21 @@ class ContenderTimer:
             device.lead(lead_us)
         enqueue_started_ns = time.perf_counter_ns()
         with torch.no_grad():
-            # The inputs are written after the lead, on the current stream. Work that the
-            # contender starts on a stream of its own, one that does not wait for the current
-            # stream, could run during the lead, before the start event, out of the window;
-            # but it would read memory that does not hold this sample's inputs yet (earlier
-            # samples had other seeds), and the session's re-check of timed outputs rejects
-            # what it computed.
-            body = self._prepare_body(seed)
-            # After the inputs are written, so that they are cold in L2 as in any call.
-            device.flush()
+            if self.regime == CUDA_GRAPH:
+                body = self._prepare_body(seed)
+                device.flush()
+            else:
+                # The inputs last, right before the window (see the module's docstring):
+                # work started ahead of the window on a private stream finds other inputs.
+                device.flush()
+                body = self._prepare_body(seed)
             region = device.time_region(body)
         escape_us = max(0.0, region.gap_us - device.escape_floor_us - device.escape_tolerance_us)
         self.last_outputs = self._static_outputs if self.regime == CUDA_GRAPH else region.result
         if self.lead_us is not None:
-            self.lead_us = next_lead_us(lead_us, region.covered)
+            missed_at_cap = region.covered is False and lead_us >= self.lead_cap_us
+            self._uncovered_at_cap = self._uncovered_at_cap + 1 if missed_at_cap else 0
+            self.lead_us = next_lead_us(lead_us, region.covered, self.lead_cap_us, self._uncovered_at_cap)
         return Sample(
             time_us=per_call_time(region.elapsed_us, escape_us, self.calls, device.launch_leak_us, region.covered),
             calls=self.calls,
@@ -803,11 +844,12 @@ class ContenderTimer:
             covered=region.covered,
             lead_us=lead_us,
             enqueue_us=(region.enqueued_ns - enqueue_started_ns) / 1000.0,
+            gap_us=region.gap_us,
         )
 
     def _measure_lead(self, seed: int, probes: int = 2) -> None:
         """Sets the first lead of this regime from the host's time to enqueue one whole
-        sample (inputs, flush, events, call(s)): the shortest of a few probes, since the
+        sample (flush, inputs, events, call(s)): the shortest of a few probes, since the
         first samples of a regime may still grow the allocator. The probes start from an
         idle device: a contender that waits for the device while its inputs are made (a
         copy from host memory, say) would otherwise show the lead's length, not its own."""
@@ -816,7 +858,9 @@ class ContenderTimer:
         # them already (see ``sample``).
         probe_seed = seed ^ _PROBE_SEED_BIT
         enqueue_us = min(self.sample(probe_seed).enqueue_us for _ in range(probes))
-        self.lead_us = initial_lead_us(enqueue_us)
+        self.lead_cap_us = lead_cap_us(enqueue_us)
+        self.lead_us = initial_lead_us(enqueue_us, self.lead_cap_us)
+        self._uncovered_at_cap = 0
 
 
 # ---------------------------------------------------------------------------------------

@@ -578,7 +578,17 @@ class RemoteContender:
             covered=covered,
             lead_us=lead_us,
             enqueue_us=enqueue_us,
+            gap_us=_finite_or_zero(reply.get("gap_us")),
         )
+
+
+def _finite_or_zero(value: Any) -> float:
+    """A diagnostic number from the candidate side, or 0 when it sent none or garbage."""
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 0.0
+    return number if math.isfinite(number) else 0.0
 
 
 def dispatch_cover(rounds: list[dict]) -> dict:
