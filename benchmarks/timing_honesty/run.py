@@ -131,8 +131,7 @@ def cached_anchor(session: dict) -> dict | None:
         return None
     medians = {}
     for name in ("eager", "compile"):
-        times = [each["samples"][name]["time_us"]
-                 for each in cached.get("rounds", []) if name in each.get("samples", {})]
+        times = [each[name] for each in cached.get("rounds", []) if name in each]  # {"eager": µs, "compile": µs}
         medians[f"{name}_median_us"] = statistics.median(times) if times else None
     return {"clock_mhz": cached.get("clock_mhz"), "measured_at": cached.get("measured_at"), **medians}
 
@@ -157,6 +156,10 @@ def judge_repetitions(judge, session: dict, baseline: str) -> list[dict]:
                 "samples": round_samples(repetition.get("rounds", [])),
             }
         )
+        through_cache = profile.get("details", {}).get("compile_timing")
+        if baseline == "compile" and through_cache:  # eager's drift and the interval before its widening
+            verdicts[-1]["through_cache"] = {key: through_cache.get(key)
+                                             for key in ("eager_drift", "interval_before_drift")}
     return verdicts
 
 

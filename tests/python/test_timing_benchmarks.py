@@ -98,9 +98,7 @@ def test_each_verdict_keeps_the_rounds_and_clocks_it_came_from():
 
 def test_a_comparison_through_the_cache_records_the_anchor_it_used():
     honesty = _honesty_script()
-    cached_rounds = [
-        {"samples": {"eager": {"time_us": t}, "compile": {"time_us": t / 25}}} for t in (8000.0, 8100.0, 8200.0)
-    ]
+    cached_rounds = [{"eager": t, "compile": t / 25} for t in (8000.0, 8100.0, 8200.0)]  # as the cache keeps them
     session = {"cached_baselines": {"clock_mhz": 1980.0, "measured_at": "2026-11-30T17:00:00Z",
                                     "rounds": cached_rounds}}
     assert honesty.cached_anchor(session) == {
@@ -108,3 +106,19 @@ def test_a_comparison_through_the_cache_records_the_anchor_it_used():
         "eager_median_us": 8100.0, "compile_median_us": pytest.approx(324.0),
     }
     assert honesty.cached_anchor({"cached_baselines": None}) is None
+
+
+def test_a_verdict_through_the_cache_keeps_eager_drift_and_the_interval_before_widening():
+    honesty = _honesty_script()
+
+    class CachedJudge:
+        def __call__(self, session, index):
+            return {"versus_compile": {"speedup": 0.97, "interval": [0.90, 1.02], "verdict": "AMBIGUOUS"},
+                    "details": {"compile_timing": {"source": "cache", "eager_drift": 0.95,
+                                                   "interval_before_drift": [0.90, 0.969]}}}
+
+    verdict = honesty.judge_repetitions(CachedJudge(), {"rounds": [_round(0, 50.0, 50.0, None)]}, "compile")[0]
+    assert verdict["through_cache"] == {"eager_drift": 0.95, "interval_before_drift": [0.90, 0.969]}
+    # Eager verdicts never go through the cache.
+    assert "through_cache" not in honesty.judge_repetitions(_Judge(), {"rounds": [_round(0, 50.0, 50.0, None)]},
+                                                            "eager")[0]
