@@ -525,7 +525,7 @@ class CudaDevice:
           seen an honest sample's end event. It is measured on whole samples of a harness
           contender (``torch.neg`` of 16 MiB, with a lead, the flush and inputs made by an
           ``InputFactory``, exactly as any contender's samples are taken), because an empty
-          region behind a flush waits less: 6 to 7.5 µs against 11 to 12 µs after honest
+          region behind a flush waits less: 6 to 7.5 µs against 11 to 14 µs after honest
           samples of ReLU, sum, softmax and GEMM on an H200, and every such sample was
           charged the difference. Gaps beyond the floor, plus a tolerance, are escaped work.
         * The launch leak: what the host's launch latency adds to a window opened on an
