@@ -80,6 +80,18 @@ def test_inputs_are_fresh_per_seed_and_identical_for_a_seed():
     assert not torch.equal(first[0], other[0])
 
 
+def test_inputs_are_those_get_inputs_makes_after_torch_manual_seed():
+    # The factory seeds the generators directly (torch.manual_seed is slow); the inputs must
+    # be the ones every process gets from torch.manual_seed(seed), get_inputs().
+    def get_inputs():
+        return [torch.randn(4, 5), torch.randint(0, 100, (7,)), torch.rand(3)]
+
+    made = timing.InputFactory(get_inputs, _device())(2026)
+    torch.manual_seed(2026)
+    expected = get_inputs()
+    assert all(torch.equal(a, b) for a, b in zip(made, expected))
+
+
 def _contender(name="eager"):
     device = _device()
     weight = torch.randn(32)
