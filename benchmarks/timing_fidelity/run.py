@@ -161,6 +161,9 @@ def main() -> int:
         else:
             reference = host_device_time(torch, device, function, inputs)
         ratio = profiled / reference if reference > 0 else float("nan")
+        # The window alone (CUDA events around the call(s)) and what the escape check added:
+        # a miss in the first is the window's, in the second the host's wait after it.
+        window = statistics.median(each.raw_us / each.calls for each in taken)
         judged = reference >= arguments.minimum_us
         rows.append({
             "workload": name,
@@ -169,6 +172,10 @@ def main() -> int:
             "profiler_us": profiled,
             "graph_device_us": reference,
             "ratio": ratio,
+            "window_ratio": window / reference if reference > 0 else float("nan"),
+            "escape_us": statistics.median(each.escape_us / each.calls for each in taken),
+            "escaped_share": sum(1 for each in taken if each.escape_us > 0) / len(taken),
+            "gap_us": statistics.median(each.gap_us for each in taken),
             "judged": judged,
             "ok": (abs(ratio - 1) <= arguments.tolerance) if judged else None,
             "spread": (max(samples) - min(samples)) / profiled,
@@ -187,6 +194,9 @@ def main() -> int:
         ("graph_device_us", "graph device µs", "{:.2f}"),
         ("ratio", "ratio", "{:.4f}"),
         ("ok", f"within {arguments.tolerance * 100:.0f}%", "{}"),
+        ("window_ratio", "window ratio", "{:.4f}"),
+        ("escape_us", "escape µs", "{:.2f}"),
+        ("gap_us", "gap µs", "{:.1f}"),
         ("covered_share", "covered", "{:.2f}"),
         ("lead_us", "lead µs", "{:.0f}"),
         ("enqueue_us", "enqueue µs", "{:.0f}"),

@@ -2,6 +2,7 @@
 """How the timing benchmarks share their time budget out, how they set torch.compile up, and
 what the A/A benchmark keeps of each verdict."""
 
+import importlib.util
 import os
 import sys
 
@@ -54,14 +55,17 @@ def test_pinned_kernels_turn_inductors_on_device_choices_off_and_back_on():
         inductor_config.deterministic = saved
 
 
-def _honesty_script():
-    import importlib.util
-
-    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "timing_honesty", "run.py")
-    spec = importlib.util.spec_from_file_location("timing_honesty_run", path)
+def _load_script(*parts: str):
+    """A benchmark script as a module (they are scripts, not a package)."""
+    path = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", *parts)
+    spec = importlib.util.spec_from_file_location("benchmark_" + "_".join(parts).replace(".", "_"), path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+def _honesty_script():
+    return _load_script("timing_honesty", "run.py")
 
 
 def _round(index, eager, candidate, clock, throttled=False):
@@ -122,3 +126,25 @@ def test_a_verdict_through_the_cache_keeps_eager_drift_and_the_interval_before_w
     # Eager verdicts never go through the cache.
     assert "through_cache" not in honesty.judge_repetitions(_Judge(), {"rounds": [_round(0, 50.0, 50.0, None)]},
                                                             "eager")[0]
+
+
+def _summarize_script():
+    return _load_script("timing_common", "summarize.py")
+
+
+def test_the_fidelity_table_tells_the_window_from_the_escape_charge():
+    summarize = _summarize_script()
+    workload = {"workload": "conv2d", "regime": "per_call", "calls": 1, "profiler_us": 342.36,
+                "graph_device_us": 322.32, "ratio": 1.0622, "ok": False, "window_ratio": 1.0113,
+                "escape_us": 16.4, "covered_share": 1.0, "lead_us": 871.0}
+    older = {key: value for key, value in workload.items() if key not in ("window_ratio", "escape_us")}
+    older["workload"] = "from an older run"
+    data = {"device": {"kind": "cuda"}, "tolerance": 0.03, "fence": {"launch_leak_us": 8.1, "floor_us": 10.5},
+            "workloads": [workload, older], "failures": ["conv2d: ratio 1.0622"]}
+    lines, failures = summarize.fidelity(data)
+    header = next(line for line in lines if line.startswith("| workload"))
+    assert "window ratio" in header and "escape µs" in header
+    row = next(line for line in lines if line.startswith("| conv2d"))
+    assert "| 1.0622 | FAIL | 1.0113 | 16.40 |" in row
+    assert "| - | - |" in next(line for line in lines if line.startswith("| from an older run"))
+    assert failures == ["conv2d: ratio 1.0622"]
