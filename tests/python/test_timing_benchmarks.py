@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: Apache-2.0
-"""How the timing benchmarks share their time budget out, how they set torch.compile up, and
-what the A/A benchmark keeps of each verdict."""
+"""How the timing benchmarks share their time budget out, how they set torch.compile up,
+what the A/A benchmark keeps of each verdict, and what the fidelity table shows."""
 
 import importlib.util
 import os
