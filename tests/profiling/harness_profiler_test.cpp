@@ -197,7 +197,7 @@ TEST_CASE("the reference timed against itself is never FASTER or SLOWER", "[prof
   options.candidate_kind = "reference";
   options.budget.seconds = 1.0;
   options.budget.max_rounds = 40;
-  // Host timers on a shared 2-core VM put the same 50 µs operator 10 to 35% apart between
+  // Host timers on a shared 2-core VM put the same 50 µs operator 10 to 40% apart between
   // two processes, one way or the other from run to run (whatever the order of samples,
   // the re-checks or the allocator), and 5% honesty is the GPU's property, measured by
   // benchmarks/timing_honesty. On the CPU the pipeline must not tilt grossly (one side
