@@ -136,10 +136,10 @@ def test_work_started_on_a_private_stream_ahead_of_the_window_reads_stale_inputs
         if ahead_us > 1.0:
             early += 1
             early_and_right += torch.equal(timer.last_outputs[0], expected)
-    # Work that ran ahead of the start event (on an H200 in every sample, during the flush;
-    # in half of them when the inputs were written before the flush, and then it was right)
-    # ran before this sample's inputs were written: none of it is right, so the re-check of
-    # timed outputs rejects it, whatever it saved on the clock.
+    # Work ran ahead of the start event on an H200 in every sample (and in half of them,
+    # with right outputs, when the inputs were written before the flush). Written last, the
+    # inputs are not there yet when it runs: none of it is right, so the re-check of timed
+    # outputs rejects it, whatever it saved on the clock.
     print(f"{early} of 20 samples ran the private stream's work ahead of the window")
     assert early_and_right == 0, (early, early_and_right)
 
