@@ -148,3 +148,39 @@ def test_the_fidelity_table_tells_the_window_from_the_escape_charge():
     assert "| 1.0622 | FAIL | 1.0113 | 16.40 |" in row
     assert "| - | - |" in next(line for line in lines if line.startswith("| from an older run"))
     assert failures == ["conv2d: ratio 1.0622"]
+
+
+def test_the_trace_orders_device_activities_and_host_cuda_calls_from_the_first():
+    trace = _load_script("timing_fidelity", "trace.py")
+    torch = pytest.importorskip("torch")
+
+    class Range:
+        def __init__(self, start, end):
+            self.start, self.end = start, end
+
+        def elapsed_us(self):
+            return self.end - self.start
+
+    def event(name, start, end, on_device):
+        kind = torch.autograd.DeviceType.CUDA if on_device else torch.autograd.DeviceType.CPU
+        return type("Event", (), {"name": name, "device_type": kind, "time_range": Range(start, end)})()
+
+    profiler = type("Profiler", (), {"events": lambda self: [
+        event("cudaDeviceSynchronize", 1400.0, 1430.0, False),
+        event("implicit_convolve_sgemm", 1050.0, 1375.0, True),
+        event("aten::conv2d", 1000.0, 1040.0, False),  # an operator, not a CUDA call: left out
+        event("cudaEventRecord", 1001.0, 1003.0, False),
+    ]})()
+    rows = trace.timeline(profiler, torch)
+    assert [(row["where"], row["name"]) for row in rows] == [
+        ("host", "cudaEventRecord"), ("device", "implicit_convolve_sgemm"), ("host", "cudaDeviceSynchronize")]
+    assert [row["start_us"] for row in rows] == [0.0, 49.0, 399.0]
+    assert rows[1]["length_us"] == 325.0
+
+
+def test_the_trace_runs_on_the_cpu_and_names_the_workloads_when_none_matches(capsys):
+    trace = _load_script("timing_fidelity", "trace.py")
+    assert trace.main(["--device", "cpu", "--samples", "1", "--workloads", "relu"]) == 0
+    assert "relu 1M fp32: 1 samples" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="the workloads are: relu 1M fp32, sum 2k x 2k"):
+        trace.main(["--device", "cpu", "--workloads", "conv3d"])
