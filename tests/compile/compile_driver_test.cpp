@@ -309,14 +309,20 @@ TEST_CASE("a failed build removes the module an earlier build left", "[python]")
 TEST_CASE("a build that runs past its limit is stopped and says so", "[python]") {
   ScratchDirectory scratch("timeout");
   auto files = ca::testing::plain_candidate(ca::testing::fresh_token());
-  files["kernels/slow.cpp"] =
-      "constexpr long long spin() {\n"
+  // Slow without tripping g++'s limit on constant evaluation (33,554,432 operations, about
+  // 5 s here): a single longer spin hit that limit, and failed with an error of its own,
+  // about when the 3 s limit fired. Each spin stays under it (1.4 s here); sixteen take
+  // about 22 s.
+  std::string slow =
+      "constexpr long long spin(long long seed) {\n"
       "  long long sum = 0;\n"
-      "  for (long long i = 0; i < 200000; ++i)\n"
-      "    for (long long j = 0; j < 200000; ++j) sum += i ^ j;\n"
+      "  for (long long i = 0; i < 1000; ++i)\n"
+      "    for (long long j = 0; j < 1000; ++j) sum += i ^ j ^ seed;\n"
       "  return sum;\n"
-      "}\n"
-      "static_assert(spin() != " + ca::testing::fresh_token() + ", \"spin\");\n";
+      "}\n";
+  for (int seed = 1; seed <= 16; ++seed)
+    slow += "static_assert(spin(" + std::to_string(seed) + ") != " + ca::testing::fresh_token() + ", \"spin\");\n";
+  files["kernels/slow.cpp"] = slow;
   ca::testing::write_files(scratch / "candidate", files);
   ca::CompileOptions options = ca::testing::cpu_options();
   options.timeout = std::chrono::seconds(3);
@@ -334,6 +340,7 @@ TEST_CASE("a build that runs past its limit is stopped and says so", "[python]")
   const ca::Diagnostic* error = find_error(result);
   REQUIRE(error != nullptr);
   CHECK(error->message.find("limit") != std::string::npos);
+  CHECK(error->file.empty());  // the driver's own message, not the compiler's
 }
 
 TEST_CASE("candidate sources are read without following symbolic links", "[python]") {
