@@ -225,11 +225,12 @@ inline Rejection rejection_from(const nlohmann::json& session) {
                                                  RatioOfMedians{eager, candidate_with_eager, SamplePairing::paired}});
     TimingStats stats = summarize_timings("compile", cached_compile);
     result.timings.push_back(stats);
+    const double cached_eager_median = median(cached_eager);
     details["compile_timing"] = {{"source", "cache"},
                                  {"measured_at", cached->value("measured_at", "")},
-                                 {"cached_eager_median_us", median(cached_eager)}};
-    if (result.versus_compile && !eager.empty() && !cached_eager.empty()) {
-      const double drift = median(eager) / median(cached_eager);
+                                 {"cached_eager_median_us", cached_eager_median}};
+    if (result.versus_compile) {  // an estimate implies samples on both sides of each factor
+      const double drift = median(eager) / cached_eager_median;
       details["compile_timing"]["eager_drift"] = drift;
       details["compile_timing"]["interval_before_drift"] = {result.versus_compile->interval_low,
                                                             result.versus_compile->interval_high};
