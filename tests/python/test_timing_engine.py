@@ -210,9 +210,10 @@ def test_covered_samples_keep_their_whole_window():
 
 def test_samples_report_coverage_and_lead_beside_the_old_fields():
     sample = timing.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0,
-                           enqueue_us=40.0, gap_us=13.0)
+                           enqueue_us=40.0, gap_us=13.0, wall_us=900.0)
     assert sample.to_json() == {"time_us": 10.0, "calls": 2, "raw_us": 20.0, "escape_us": 1.0,
-                                "covered": True, "lead_us": 80.0, "enqueue_us": 40.0, "gap_us": 13.0}
+                                "covered": True, "lead_us": 80.0, "enqueue_us": 40.0, "gap_us": 13.0,
+                                "wall_us": 900.0}
     assert timing.Sample(1.0, 1, 1.0).to_json()["covered"] is None
 
 
@@ -344,17 +345,18 @@ def test_the_inputs_are_written_after_the_lead_and_the_flush_right_before_the_wi
     assert lead[0] == "lead" and 1.5 * 2000.0 + 20.0 <= lead[1] < 1.5 * 12000.0 + 20.0
 
 
-def test_graph_samples_write_their_input_sets_before_the_flush():
+def test_graph_samples_write_their_input_sets_before_the_lead_and_the_flush():
     # A replayed graph cannot start anything ahead of the window, so its N input sets are
     # written first and all flushed out of L2 (written after the flush, the last ones
-    # would be warm and the first ones cold).
+    # would be warm and the first ones cold), and before the lead, which then has only the
+    # flush and the replay to cover.
     device = ScriptedDevice()
     contender = _scripted_contender(device)
     contender.regime, contender.calls, contender.lead_us = timing.CUDA_GRAPH, 2, 100.0
     contender._graph = type("Graph", (), {"replay": staticmethod(lambda: None)})()
     contender._static_inputs = [[torch.zeros(4)], [torch.zeros(4)]]
     contender.sample(1)
-    assert device.steps == ["synchronize", ("lead", 100.0), "inputs", "inputs", "flush", "region"]
+    assert device.steps == ["synchronize", "inputs", "inputs", ("lead", 100.0), "flush", "region"]
 
 
 def test_a_timer_leads_longer_after_uncovered_samples_and_charges_only_those_the_launch_leak():
@@ -454,6 +456,16 @@ class NoRuntime:
     available = False
     error = "not loaded in this test"
 
+    def peak_clock_mhz(self, index):
+        return None
+
+
+class RatedRuntime(NoRuntime):
+    """A runtime that reports the device's peak SM clock, as an H200's does."""
+
+    def peak_clock_mhz(self, index):
+        return 1980.0
+
 
 @pytest.mark.parametrize("start_reached", [False, True])
 def test_the_cuda_window_asks_whether_it_was_covered_before_waiting_for_the_device(monkeypatch, start_reached):
@@ -503,8 +515,8 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
     assert region.gap_us == pytest.approx(700.0)
 
 
-def _probe_reading(monkeypatch, short_ms: float, long_ms: float):
-    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+def _probe_reading(monkeypatch, short_ms: float, long_ms: float, runtime=NoRuntime):
+    monkeypatch.setattr(timing, "_CudaRuntime", runtime)
     device = timing.CudaDevice(RecordingTorch(start_reached=False))
     first, second, third = device._probe_events
     first.elapsed_time = lambda other: short_ms  # e0 -> e1: the short spin
@@ -529,3 +541,18 @@ def test_an_impossible_clock_reading_is_dropped_and_does_not_stretch_leads(monke
     assert device.implausible_clock_readings == 1
     device.lead(100.0)
     assert device.torch.cuda.log[-1] == ("sleep", 198_000)
+
+
+def test_a_reading_above_the_rated_peak_clock_is_dropped_where_the_runtime_reports_it(monkeypatch):
+    # 80,000 cycles in 30 µs: 2667 MHz, possible for some GPU, not for one rated 1980 MHz.
+    # Taken as the lead's clock it would make every lead a third longer than asked.
+    rated = _probe_reading(monkeypatch, short_ms=0.010, long_ms=0.040, runtime=RatedRuntime)
+    assert rated.clock_mhz() is None and rated.implausible_clock_readings == 1
+    assert rated.lead_clock_mhz is None
+    assert rated.describe()["peak_clock_mhz"] == 1980.0
+    # The probe reads a little above the rated peak (up to about 1% on an H200): kept.
+    slightly_above = _probe_reading(monkeypatch, short_ms=0.010, long_ms=0.0499, runtime=RatedRuntime)
+    assert slightly_above.clock_mhz() == pytest.approx(2005.0, rel=1e-3)
+    # Without the rated peak only the bound for any current GPU applies.
+    unrated = _probe_reading(monkeypatch, short_ms=0.010, long_ms=0.040)
+    assert unrated.clock_mhz() == pytest.approx(2666.7, rel=1e-3)

@@ -75,6 +75,8 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
     # Host timers cannot tell whether a sample was covered; the report says so per contender.
     assert all(sample["covered"] is None and sample["lead_us"] == 0.0
                for each in rounds for sample in each["samples"].values())
+    # Each side reports the host's time per sample, at least the window it timed.
+    assert all(sample["wall_us"] >= sample["raw_us"] > 0 for each in rounds for sample in each["samples"].values())
     cover = result["dispatch_cover"]
     assert set(cover) == {"candidate", "eager", "compile"}
     assert all(entry["samples"] == len(rounds) and entry["covered_share"] is None for entry in cover.values())
@@ -213,6 +215,12 @@ def test_a_session_limit_cuts_every_comparison_to_its_share():
     assert spent["limit_s"] == 0.0 and spent["comparisons"] == 3
     assert spent["rounds_s"] > 0 and spent["overhead_s"] > 0
     assert spent["rounds_s"] + spent["overhead_s"] == pytest.approx(result["elapsed_s"])
+    # The parts of the rounds' time: every contender's samples, the clock probes (none on
+    # the CPU, whose clock is not probed, but the call is timed), the re-checks.
+    assert set(spent["sampling_s"]) == {"candidate", "eager"}
+    parts = sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["output_checks_s"]
+    assert spent["output_checks_s"] > 0  # the last round of each comparison is re-checked
+    assert 0 < parts <= spent["rounds_s"]
 
 
 def test_comparisons_share_what_is_left_of_the_session_limit():
@@ -223,18 +231,19 @@ def test_comparisons_share_what_is_left_of_the_session_limit():
 
 
 def test_dispatch_cover_counts_covered_samples_per_contender():
-    def entry(covered, lead):
-        return {"time_us": 1.0, "covered": covered, "lead_us": lead}
+    def entry(covered, lead, wall=None):
+        return {"time_us": 1.0, "covered": covered, "lead_us": lead, "wall_us": wall}
 
     rounds = [
-        {"samples": {"eager": entry(True, 100.0), "candidate": entry(False, 50.0)}},
-        {"samples": {"eager": entry(True, 100.0), "candidate": entry(True, 100.0)}},
-        {"samples": {"eager": entry(False, 100.0), "candidate": {"time_us": 1.0}}},  # an older candidate side
-        {"samples": {"eager": entry(True, 200.0)}},
+        {"samples": {"eager": entry(True, 100.0, 900.0), "candidate": entry(False, 50.0)}},
+        {"samples": {"eager": entry(True, 100.0, 300.0), "candidate": entry(True, 100.0)}},
+        {"samples": {"eager": entry(False, 100.0, 500.0), "candidate": {"time_us": 1.0}}},  # an older candidate side
+        {"samples": {"eager": entry(True, 200.0, 700.0)}},
     ]
     cover = timing_session.dispatch_cover(rounds)
     assert cover["eager"] == {"samples": 4, "covered": 3, "covered_share": 0.75,
-                              "lead_us_median": 100.0, "lead_us_max": 200.0}
+                              "lead_us_median": 100.0, "lead_us_max": 200.0, "wall_us_median": 600.0}
+    assert cover["candidate"]["wall_us_median"] is None  # no side reported it
     assert cover["candidate"]["samples"] == 3 and cover["candidate"]["covered"] == 1
     assert cover["candidate"]["covered_share"] == pytest.approx(1 / 3)
     host = timing_session.dispatch_cover([{"samples": {"eager": entry(None, 0.0)}}])

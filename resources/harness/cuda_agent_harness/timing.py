@@ -11,7 +11,7 @@ Every sample follows the same recipe, whatever the contender:
    device, is zeroed, and persisting-L2 lines are demoted first);
 4. fresh input contents, generated from a seed, written on the current stream after the
    flush, as a producer kernel would have left them for the call (in the ``cuda_graph``
-   regime they are written before the flush, cold: see below);
+   regime they are written before the lead, cold: see below);
 5. the timed region: CUDA events around the call(s) on the current stream (host
    ``perf_counter_ns`` on the CPU);
 6. the whole device synchronized once the end event has fired: work the call left running
@@ -31,8 +31,10 @@ never during the lead but during the flush, up to 25 µs ahead of the window. Th
 the inputs are written last: such work reads memory that does not hold this sample's
 inputs yet, and the session's re-check of timed outputs rejects what it computed. A CUDA
 graph cannot start anything before its replay, which follows the start event, so the
-``cuda_graph`` regime writes its N input sets first and flushes after them: all N sets are
-cold, where the last set written would otherwise be warm and the first ones not.
+``cuda_graph`` regime writes its N input sets first, before the lead, and flushes after
+them: all N sets are cold, where the last set written would otherwise be warm and the
+first ones not, and the lead need not cover the host's time to write N sets (an H200
+host took 7 to 8 ms for 16 sets of 64 MiB, and each sample's lead was 1.5 times that).
 
 Three regimes share that recipe (``REGIMES``): ``per_call`` (one call per sample), and for
 short kernels ``cuda_graph`` (N calls on N input sets captured in one CUDA graph, replayed
@@ -107,11 +109,15 @@ class Sample:
     covered: bool | None = None
     #: How long the device was kept busy before this sample (0 when there was no lead).
     lead_us: float = 0.0
-    #: The host's time to enqueue the sample after the lead (flush, inputs, call(s), events).
+    #: The host's time to enqueue the sample after the lead: flush, inputs, events, call(s)
+    #: (in the cuda_graph regime the inputs are written before the lead, so not these).
     enqueue_us: float = 0.0
     #: The host's wait for the whole device after the end event (escape_us is what exceeds
     #: the calibrated floor and tolerance).
     gap_us: float = 0.0
+    #: The host's time for the whole sample, from the wait for the previous one to the end:
+    #: what a round costs, beside what it measures.
+    wall_us: float = 0.0
 
     def to_json(self) -> dict:
         return {
@@ -123,6 +129,7 @@ class Sample:
             "lead_us": self.lead_us,
             "enqueue_us": self.enqueue_us,
             "gap_us": self.gap_us,
+            "wall_us": self.wall_us,
         }
 
 
@@ -351,6 +358,7 @@ class _CudaRuntime:
     already loaded (so that they act on torch's context)."""
 
     PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
+    CLOCK_RATE_ATTRIBUTE = 13  # cudaDevAttrClockRate, in kHz
 
     def __init__(self):
         self.library = None
@@ -374,6 +382,8 @@ class _CudaRuntime:
                 self.library.cudaGetLastError.restype = ctypes.c_int
                 self.library.cudaDeviceSetLimit.restype = ctypes.c_int
                 self.library.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
+                self.library.cudaDeviceGetAttribute.restype = ctypes.c_int
+                self.library.cudaDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
                 self.path = name
                 break
             except (OSError, AttributeError) as error:
@@ -403,6 +413,17 @@ class _CudaRuntime:
     def clear_error(self) -> int:
         return self.library.cudaGetLastError() if self.library else -1
 
+    def peak_clock_mhz(self, index: int) -> float | None:
+        """The SM clock the device is rated for at most (cudaDevAttrClockRate), or None."""
+        import ctypes
+
+        if not self.library:
+            return None
+        kilohertz = ctypes.c_int(0)
+        if self._call(self.library.cudaDeviceGetAttribute, ctypes.byref(kilohertz), self.CLOCK_RATE_ATTRIBUTE, index):
+            return None
+        return kilohertz.value / 1000.0 if kilohertz.value > 0 else None
+
 
 class CudaDevice:
     """CUDA events, an L2 flush sized from the device, a clock probe, and a device-wide wait
@@ -430,7 +451,10 @@ class CudaDevice:
     #: latency fell inside the probe's short spin (the two spins then look almost equally
     #: long): it is dropped, since the lead takes the highest reading and would spin many
     #: times longer than asked, and the throttle check compares with that reading too.
+    #: Where the runtime reports the device's peak clock, the bound is that peak plus
+    #: ``PEAK_CLOCK_SLACK`` (the probe reads up to about 1% above it on an H200).
     MAX_PLAUSIBLE_CLOCK_MHZ = 4000.0
+    PEAK_CLOCK_SLACK = 1.05
 
     def __init__(self, torch: Any, index: int = 0, flush_bytes: int | None = None):
         self.torch = torch
@@ -457,6 +481,10 @@ class CudaDevice:
         self.escape_floor_us = 0.0
         self.escape_tolerance_us = 2.0
         self.launch_leak_us = 0.0
+        self.peak_clock_mhz = self.runtime.peak_clock_mhz(index)
+        self.max_plausible_clock_mhz = (
+            self.PEAK_CLOCK_SLACK * self.peak_clock_mhz if self.peak_clock_mhz else self.MAX_PLAUSIBLE_CLOCK_MHZ
+        )
         #: The highest SM clock measured so far (MHz), which turns leads into spin cycles.
         self.lead_clock_mhz: float | None = None
         #: Probe readings dropped as impossible (see ``MAX_PLAUSIBLE_CLOCK_MHZ``).
@@ -475,6 +503,7 @@ class CudaDevice:
             "flush_bytes": self.flush_bytes,
             "timer": "cuda events",
             "persisting_l2_reset": self.runtime.available,
+            "peak_clock_mhz": self.peak_clock_mhz,
         }
 
     def synchronize(self) -> None:
@@ -583,7 +612,7 @@ class CudaDevice:
         if difference_ms <= 0:
             return None
         clock = (self.PROBE_LONG_CYCLES - self.PROBE_SHORT_CYCLES) / (difference_ms * 1000.0)
-        if clock > self.MAX_PLAUSIBLE_CLOCK_MHZ:
+        if clock > self.max_plausible_clock_mhz:
             self.implausible_clock_readings += 1
             return None
         # The highest clock turns a lead into the most cycles: at a lower clock the spin
@@ -834,15 +863,22 @@ class ContenderTimer:
         if self.lead_us is None and device.leads:
             self._measure_lead(seed)
         lead_us = self.lead_us or 0.0
+        started_ns = time.perf_counter_ns()
         device.synchronize()  # nothing of the previous sample is left running
-        if lead_us:
-            device.lead(lead_us)
-        enqueue_started_ns = time.perf_counter_ns()
         with torch.no_grad():
             if self.regime == CUDA_GRAPH:
+                # A replay cannot start before its start event, so its input sets are
+                # written first, before the lead: then the lead covers only the flush and
+                # the replay, not the refill of every set (milliseconds of host time).
                 body = self._prepare_body(seed)
+                if lead_us:
+                    device.lead(lead_us)
+                enqueue_started_ns = time.perf_counter_ns()
                 device.flush()
             else:
+                if lead_us:
+                    device.lead(lead_us)
+                enqueue_started_ns = time.perf_counter_ns()
                 # The inputs last, right before the window (see the module's docstring):
                 # work started ahead of the window on a private stream finds other inputs.
                 device.flush()
@@ -863,11 +899,12 @@ class ContenderTimer:
             lead_us=lead_us,
             enqueue_us=(region.enqueued_ns - enqueue_started_ns) / 1000.0,
             gap_us=region.gap_us,
+            wall_us=(time.perf_counter_ns() - started_ns) / 1000.0,
         )
 
     def _measure_lead(self, seed: int, probes: int = 2) -> None:
         """Sets the first lead of this regime from the host's time to enqueue one whole
-        sample (flush, inputs, events, call(s)): the shortest of a few probes, since the
+        sample after its lead (``Sample.enqueue_us``): the shortest of a few probes, since the
         first samples of a regime may still grow the allocator. The probes start from an
         idle device: a contender that waits for the device while its inputs are made (a
         copy from host memory, say) would otherwise show the lead's length, not its own."""

@@ -579,6 +579,7 @@ class RemoteContender:
             lead_us=lead_us,
             enqueue_us=enqueue_us,
             gap_us=_finite_or_zero(reply.get("gap_us")),
+            wall_us=_finite_or_zero(reply.get("wall_us")),
         )
 
 
@@ -593,8 +594,9 @@ def _finite_or_zero(value: Any) -> float:
 
 def dispatch_cover(rounds: list[dict]) -> dict:
     """Per contender, how many of its samples were covered by their lead (the device's time
-    alone in the window) and how long the leads were. ``covered_share`` is None where the
-    timer cannot tell (host timers)."""
+    alone in the window), how long the leads were, and the host's time per sample (lead,
+    inputs, window and waits, as the contender's own process saw it). ``covered_share`` is
+    None where the timer cannot tell (host timers)."""
     summary = {}
     names = sorted({name for each in rounds for name in each["samples"]})
     for name in names:
@@ -602,12 +604,14 @@ def dispatch_cover(rounds: list[dict]) -> dict:
         known = [sample.get("covered") for sample in samples if sample.get("covered") is not None]
         covered = sum(1 for flag in known if flag)
         leads = [float(sample.get("lead_us") or 0.0) for sample in samples]
+        walls = [float(sample["wall_us"]) for sample in samples if sample.get("wall_us")]
         summary[name] = {
             "samples": len(samples),
             "covered": covered,
             "covered_share": covered / len(samples) if known else None,
             "lead_us_median": statistics.median(leads) if leads else None,
             "lead_us_max": max(leads, default=None),
+            "wall_us_median": statistics.median(walls) if walls else None,
         }
     return summary
 
@@ -647,6 +651,8 @@ class ReferenceSession:
         self.time_limit_s = None if self.budget.get("session_s") is None else float(self.budget["session_s"])
         self.rounds_seconds = 0.0
         self.comparisons = 0
+        #: Where the rounds' time went, beside the samples themselves (``time_budget``).
+        self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "output_checks_s": 0.0}
         self.result: dict = {"ok": False, "protocol": PROTOCOL_VERSION}
 
     # -- helpers ------------------------------------------------------------------------
@@ -753,11 +759,16 @@ class ReferenceSession:
             order = names[:]
             self.rng.shuffle(order)
             samples = {}
+            costs = self.round_costs
             for name in order:
+                before = time.monotonic()
                 sample = contenders[name].sample(seed)
+                sampled = time.monotonic()
                 entry = sample.to_json()
                 entry["clock_mhz"] = self.clock()
                 samples[name] = entry
+                costs["sampling_s"][name] = costs["sampling_s"].get(name, 0.0) + sampled - before
+                costs["clock_probes_s"] += time.monotonic() - sampled
             reference_clock = self.reference_clock()
             flagged = any(
                 timing.throttled(entry["clock_mhz"], reference_clock, self.throttle_tolerance) for entry in samples.values()
@@ -804,6 +815,13 @@ class ReferenceSession:
     def check_timed_outputs(self, contenders: dict, record: dict) -> None:
         """Asks the candidate side for the outputs of one of its calls in this round and
         compares them with eager's outputs for the same inputs."""
+        started = time.monotonic()
+        try:
+            self._check_timed_outputs(contenders, record)
+        finally:
+            self.round_costs["output_checks_s"] += time.monotonic() - started
+
+    def _check_timed_outputs(self, contenders: dict, record: dict) -> None:
         candidate = contenders["candidate"]
         calls = len(self.eager.last_outputs)
         call = self.rng.randrange(calls)
@@ -1043,6 +1061,10 @@ class ReferenceSession:
                     "comparisons": self.comparisons,
                     "rounds_s": self.rounds_seconds,
                     "overhead_s": elapsed - self.rounds_seconds,
+                    # Parts of rounds_s: each contender's samples as this side waited for
+                    # them (the candidate's include the exchange with its process), the
+                    # clock probes after them, and the re-checks of timed outputs.
+                    **self.round_costs,
                 },
                 "calibration_us": calibration,
                 "reference_clock_mhz": self.reference_clock(),
