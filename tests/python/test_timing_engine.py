@@ -459,6 +459,9 @@ class NoRuntime:
     def peak_clock_mhz(self, index):
         return None
 
+    def keep_freed_pool_memory(self, index):
+        return False
+
 
 class RatedRuntime(NoRuntime):
     """A runtime that reports the device's peak SM clock, as an H200's does."""
@@ -556,3 +559,37 @@ def test_a_reading_above_the_rated_peak_clock_is_dropped_where_the_runtime_repor
     # Without the rated peak only the bound for any current GPU applies.
     unrated = _probe_reading(monkeypatch, short_ms=0.010, long_ms=0.040)
     assert unrated.clock_mhz() == pytest.approx(2666.7, rel=1e-3)
+
+
+class RecordingRuntimeLibrary:
+    """Stands in for libcudart: records the memory-pool calls, answers like the runtime."""
+
+    def __init__(self, status=0):
+        self.calls = []
+        self.status = status
+
+    def cudaDeviceGetMemPool(self, pool, device):  # noqa: N802 (the runtime's names)
+        pool._obj.value = 0xABC0
+        self.calls.append(("get pool", device.value))
+        return self.status
+
+    def cudaMemPoolSetAttribute(self, pool, attribute, value):  # noqa: N802
+        self.calls.append(("set", pool.value, attribute.value, value._obj.value))
+        return 0
+
+    def cudaGetLastError(self):  # noqa: N802
+        self.calls.append("clear error")
+        return 0
+
+
+def test_the_device_memory_pool_keeps_what_is_freed_so_a_synchronize_releases_nothing():
+    runtime = timing._CudaRuntime.__new__(timing._CudaRuntime)
+    runtime.library = RecordingRuntimeLibrary()
+    assert runtime.keep_freed_pool_memory(1)
+    assert runtime.library.calls == [("get pool", 1), ("set", 0xABC0, 0x4, (1 << 64) - 1)]
+    # A device without a pool (or no device): reported, and the runtime's error cleared.
+    runtime.library = RecordingRuntimeLibrary(status=1)
+    assert not runtime.keep_freed_pool_memory(0)
+    assert runtime.library.calls == [("get pool", 0), "clear error"]
+    runtime.library = None
+    assert not runtime.keep_freed_pool_memory(0)

@@ -359,6 +359,7 @@ class _CudaRuntime:
 
     PERSISTING_L2_LIMIT = 0x06  # cudaLimitPersistingL2CacheSize
     CLOCK_RATE_ATTRIBUTE = 13  # cudaDevAttrClockRate, in kHz
+    RELEASE_THRESHOLD_ATTRIBUTE = 0x4  # cudaMemPoolAttrReleaseThreshold
 
     def __init__(self):
         self.library = None
@@ -412,6 +413,27 @@ class _CudaRuntime:
 
     def clear_error(self) -> int:
         return self.library.cudaGetLastError() if self.library else -1
+
+    def keep_freed_pool_memory(self, index: int) -> bool:
+        """Raises the release threshold of the device's current memory pool (the one
+        cudaMallocAsync draws from) to the maximum. At 0, CUDA's default, every
+        synchronize hands the pool's unused memory back to the system, so a synchronize
+        after a call that allocated and freed through the pool costs the host that release:
+        a cost that would land in the wait timed after every sample (the escape charge),
+        for a candidate that frees through the pool and for a library that does."""
+        import ctypes
+
+        if not self.library:
+            return False
+        try:
+            get_pool, set_attribute = self.library.cudaDeviceGetMemPool, self.library.cudaMemPoolSetAttribute
+        except AttributeError:  # a runtime without memory pools
+            return False
+        pool = ctypes.c_void_p()
+        if self._call(get_pool, ctypes.byref(pool), ctypes.c_int(index)):
+            return False
+        threshold = ctypes.c_uint64((1 << 64) - 1)
+        return not self._call(set_attribute, pool, ctypes.c_int(self.RELEASE_THRESHOLD_ATTRIBUTE), ctypes.byref(threshold))
 
     def peak_clock_mhz(self, index: int) -> float | None:
         """The SM clock the device is rated for at most (cudaDevAttrClockRate), or None."""
@@ -482,6 +504,10 @@ class CudaDevice:
         self.escape_tolerance_us = 2.0
         self.launch_leak_us = 0.0
         self.peak_clock_mhz = self.runtime.peak_clock_mhz(index)
+        self.freed_pool_memory_kept = self.runtime.keep_freed_pool_memory(index)
+        if self.runtime.available and not self.freed_pool_memory_kept:
+            self.warnings.append("the memory pool's release threshold could not be raised; a synchronize after a "
+                                 "call that freed through cudaFreeAsync may include handing that memory back")
         self.max_plausible_clock_mhz = (
             self.PEAK_CLOCK_SLACK * self.peak_clock_mhz if self.peak_clock_mhz else self.MAX_PLAUSIBLE_CLOCK_MHZ
         )
@@ -504,6 +530,7 @@ class CudaDevice:
             "timer": "cuda events",
             "persisting_l2_reset": self.runtime.available,
             "peak_clock_mhz": self.peak_clock_mhz,
+            "freed_pool_memory_kept": self.freed_pool_memory_kept,
         }
 
     def synchronize(self) -> None:
