@@ -117,6 +117,19 @@ def host_device_time(torch, device, function, inputs, replays: int = 10) -> floa
     return statistics.median(times)
 
 
+def pool_release(device, default: bool) -> str:
+    """Puts the device memory pool's release threshold back to CUDA's default (0) when
+    ``default``; says which threshold applies ("kept": the profiler's, everything kept)."""
+    if device.kind != "cuda":
+        return "none (no device pool)"
+    if not default:
+        return "kept" if device.freed_pool_memory_kept else "default (could not be raised)"
+    if not device.runtime.set_pool_release_threshold(device.index, 0):
+        raise SystemExit("the memory pool's release threshold could not be set")
+    device.freed_pool_memory_kept = False
+    return "default (released at every synchronize)"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
@@ -124,6 +137,9 @@ def main() -> int:
     parser.add_argument("--tolerance", type=float, default=0.03)
     parser.add_argument("--minimum-us", type=float, default=30.0)
     parser.add_argument("--out", default=os.path.join(benchlib.ROOT, "benchmarks", "results", "timing_fidelity.json"))
+    parser.add_argument("--pool-release-default", action="store_true",
+                        help="leave the device memory pool's release threshold at CUDA's default (0) instead of "
+                             "the profiler's (keep everything), to compare")
     arguments = parser.parse_args()
 
     import torch
@@ -133,9 +149,10 @@ def main() -> int:
     device_kind = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     budget = benchlib.Budget(0)
     device = timing.make_device(torch, device_kind)
+    pool = pool_release(device, arguments.pool_release_default)
     fence = device.calibrate_fence()
     print(f"fidelity on {device.describe()['name']}: flush {device.flush_bytes / MIB:.0f} MiB, "
-          f"launch leak {fence['launch_leak_us']:.2f} µs, fence floor {fence['floor_us']:.2f} µs")
+          f"launch leak {fence['launch_leak_us']:.2f} µs, fence floor {fence['floor_us']:.2f} µs, memory pool {pool}")
     rows = []
     for name, get_inputs, function in workloads(torch, device_kind):
         make_inputs = timing.InputFactory(get_inputs, device)
@@ -210,6 +227,7 @@ def main() -> int:
         "machine": benchlib.machine(torch),
         "device": device.describe(),
         "fence": fence,
+        "memory_pool": pool,
         "tolerance": arguments.tolerance,
         "workloads": rows,
         "failures": failures,

@@ -12,6 +12,11 @@ whether the device still runs something after the call's last kernel, or the hos
 synchronize takes that long with the device idle.
 
     python3 benchmarks/timing_fidelity/trace.py [--samples 3] [--workloads conv2d "matmul 2048"]
+                                                [--pool-release-default]
+
+The profiler keeps memory freed into the device's memory pool (its release threshold at
+the maximum); ``--pool-release-default`` leaves CUDA's default (0: released at every
+synchronize), to compare. The fidelity benchmark takes the same flag.
 
 A workload is chosen by a piece of its name in the fidelity benchmark (all when none is
 given). For looking, not for judging: the profiler adds its own overhead to every call.
@@ -39,7 +44,8 @@ fidelity = _fidelity_benchmark()
 import benchlib  # noqa: E402  (put on the path by run.py)
 
 #: Host calls worth seeing beside the device's activities (CUDA runtime and driver names).
-HOST_CALLS = ("Synchronize", "EventRecord", "EventQuery", "LaunchKernel", "Memset", "Memcpy")
+HOST_CALLS = ("Synchronize", "EventRecord", "EventQuery", "LaunchKernel", "Memset", "Memcpy", "Malloc", "Free",
+              "MemPool")
 
 
 def timeline(profiler, torch) -> list[dict]:
@@ -75,6 +81,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--device", choices=("cuda", "cpu"), default=None)
     parser.add_argument("--samples", type=int, default=3)
     parser.add_argument("--workloads", nargs="*", default=[], help="pieces of workload names")
+    parser.add_argument("--pool-release-default", action="store_true",
+                        help="leave the device memory pool's release threshold at CUDA's default (0) instead of "
+                             "the profiler's (keep everything), to compare")
     arguments = parser.parse_args(argv)
 
     import torch
@@ -83,9 +92,10 @@ def main(argv: list[str] | None = None) -> int:
 
     device_kind = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     device = timing.make_device(torch, device_kind)
+    pool = fidelity.pool_release(device, arguments.pool_release_default)
     fence = device.calibrate_fence()
     print(f"trace on {device.describe()['name']}: escape floor {fence['floor_us']:.2f} µs, "
-          f"tolerance {fence['tolerance_us']:.2f} µs")
+          f"tolerance {fence['tolerance_us']:.2f} µs, memory pool {pool}")
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device_kind == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)

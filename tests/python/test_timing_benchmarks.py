@@ -170,12 +170,38 @@ def test_the_trace_orders_device_activities_and_host_cuda_calls_from_the_first()
         event("implicit_convolve_sgemm", 1050.0, 1375.0, True),
         event("aten::conv2d", 1000.0, 1040.0, False),  # an operator, not a CUDA call: left out
         event("cudaEventRecord", 1001.0, 1003.0, False),
+        event("cudaFreeAsync", 1041.0, 1042.0, False),  # memory handed back through the pool: shown
     ]})()
     rows = trace.timeline(profiler, torch)
     assert [(row["where"], row["name"]) for row in rows] == [
-        ("host", "cudaEventRecord"), ("device", "implicit_convolve_sgemm"), ("host", "cudaDeviceSynchronize")]
-    assert [row["start_us"] for row in rows] == [0.0, 49.0, 399.0]
-    assert rows[1]["length_us"] == 325.0
+        ("host", "cudaEventRecord"), ("host", "cudaFreeAsync"), ("device", "implicit_convolve_sgemm"),
+        ("host", "cudaDeviceSynchronize")]
+    assert [row["start_us"] for row in rows] == [0.0, 40.0, 49.0, 399.0]
+    assert rows[2]["length_us"] == 325.0
+
+
+def test_the_fidelity_benchmark_can_put_the_pool_release_threshold_back_to_cudas_default():
+    fidelity = _load_script("timing_fidelity", "run.py")
+
+    class Runtime:
+        def __init__(self, works):
+            self.works, self.calls = works, []
+
+        def set_pool_release_threshold(self, index, threshold):
+            self.calls.append((index, threshold))
+            return self.works
+
+    def cuda_device(works=True):
+        return type("Device", (), {"kind": "cuda", "index": 1, "freed_pool_memory_kept": True,
+                                   "runtime": Runtime(works)})()
+
+    device = cuda_device()
+    assert fidelity.pool_release(device, default=False) == "kept" and device.runtime.calls == []
+    assert fidelity.pool_release(device, default=True).startswith("default")
+    assert device.runtime.calls == [(1, 0)] and not device.freed_pool_memory_kept
+    with pytest.raises(SystemExit, match="could not be set"):
+        fidelity.pool_release(cuda_device(works=False), default=True)
+    assert fidelity.pool_release(type("Device", (), {"kind": "cpu"})(), default=True).startswith("none")
 
 
 def test_the_trace_runs_on_the_cpu_and_names_the_workloads_when_none_matches(capsys):

@@ -587,6 +587,9 @@ def test_the_device_memory_pool_keeps_what_is_freed_so_a_synchronize_releases_no
     runtime.library = RecordingRuntimeLibrary()
     assert runtime.keep_freed_pool_memory(1)
     assert runtime.library.calls == [("get pool", 1), ("set", 0xABC0, 0x4, (1 << 64) - 1)]
+    runtime.library = RecordingRuntimeLibrary()
+    assert runtime.set_pool_release_threshold(0, 0)  # CUDA's default, for comparisons
+    assert runtime.library.calls == [("get pool", 0), ("set", 0xABC0, 0x4, 0)]
     # A device without a pool (or no device): reported, and the runtime's error cleared.
     runtime.library = RecordingRuntimeLibrary(status=1)
     assert not runtime.keep_freed_pool_memory(0)

@@ -421,6 +421,10 @@ class _CudaRuntime:
         after a call that allocated and freed through the pool costs the host that release:
         a cost that would land in the wait timed after every sample (the escape charge),
         for a candidate that frees through the pool and for a library that does."""
+        return self.set_pool_release_threshold(index, (1 << 64) - 1)
+
+    def set_pool_release_threshold(self, index: int, threshold_bytes: int) -> bool:
+        """Sets cudaMemPoolAttrReleaseThreshold of the device's current memory pool."""
         import ctypes
 
         if not self.library:
@@ -432,7 +436,7 @@ class _CudaRuntime:
         pool = ctypes.c_void_p()
         if self._call(get_pool, ctypes.byref(pool), ctypes.c_int(index)):
             return False
-        threshold = ctypes.c_uint64((1 << 64) - 1)
+        threshold = ctypes.c_uint64(threshold_bytes)
         return not self._call(set_attribute, pool, ctypes.c_int(self.RELEASE_THRESHOLD_ATTRIBUTE), ctypes.byref(threshold))
 
     def peak_clock_mhz(self, index: int) -> float | None:
