@@ -420,7 +420,8 @@ class _CudaRuntime:
         synchronize hands the pool's unused memory back to the system, so a synchronize
         after a call that allocated and freed through the pool costs the host that release:
         a cost that would land in the wait timed after every sample (the escape charge),
-        for a candidate that frees through the pool and for a library that does."""
+        for a candidate that frees through the pool and for a library that does. What is
+        freed stays reserved for this process, which times one task and then ends."""
         return self.set_pool_release_threshold(index, (1 << 64) - 1)
 
     def set_pool_release_threshold(self, index: int, threshold_bytes: int) -> bool:
