@@ -54,8 +54,8 @@ def fidelity(data: dict) -> tuple[list[str], list[str]]:
              _cell(w.get("covered_share"), "{:.2f}"), _cell(w.get("lead_us"), "{:.0f}")] for w in data["workloads"]]
     lines = [f"Target: for kernels of 30 µs and more, the profiler's time lies within "
              f"{data['tolerance'] * 100:.0f}% of CUDA-graph device time. Fence: "
-             f"launch leak {data['fence'].get('launch_leak_us', 0):.2f} µs (taken off samples not covered by their "
-             f"lead), floor {data['fence'].get('floor_us', 0):.2f} µs. The window ratio leaves out "
+             f"launch leak {data['timing_constants'].get('launch_leak_us', 0):.2f} µs (taken off samples not covered by their "
+             f"lead), floor {data['timing_constants'].get('floor_us', 0):.2f} µs. The window ratio leaves out "
              f"the escape charge (µs per call, median), which the profiler's time includes.",
              ""]
     lines += _table(["workload", "regime", "calls/sample", "profiler µs", "graph device µs", "ratio", "verdict",

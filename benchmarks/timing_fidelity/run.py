@@ -150,9 +150,9 @@ def main() -> int:
     budget = benchlib.Budget(0)
     device = timing.make_device(torch, device_kind)
     pool = pool_release(device, arguments.pool_release_default)
-    fence = device.calibrate_fence()
+    constants = device.measure_timing_constants()
     print(f"fidelity on {device.describe()['name']}: flush {device.flush_bytes / MIB:.0f} MiB, "
-          f"launch leak {fence['launch_leak_us']:.2f} µs, fence floor {fence['floor_us']:.2f} µs, memory pool {pool}")
+          f"launch leak {constants['launch_leak_us']:.2f} µs, escape floor {constants['floor_us']:.2f} µs, memory pool {pool}")
     rows = []
     for name, get_inputs, function in workloads(torch, device_kind):
         make_inputs = timing.InputFactory(get_inputs, device)
@@ -226,7 +226,7 @@ def main() -> int:
         "benchmark": "timing_fidelity",
         "machine": benchlib.machine(torch),
         "device": device.describe(),
-        "fence": fence,
+        "timing_constants": constants,
         "memory_pool": pool,
         "tolerance": arguments.tolerance,
         "workloads": rows,

@@ -93,9 +93,9 @@ def main(argv: list[str] | None = None) -> int:
     device_kind = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     device = timing.make_device(torch, device_kind)
     pool = fidelity.pool_release(device, arguments.pool_release_default)
-    fence = device.calibrate_fence()
-    print(f"trace on {device.describe()['name']}: escape floor {fence['floor_us']:.2f} µs, "
-          f"tolerance {fence['tolerance_us']:.2f} µs, memory pool {pool}")
+    constants = device.measure_timing_constants()
+    print(f"trace on {device.describe()['name']}: escape floor {constants['floor_us']:.2f} µs, "
+          f"tolerance {constants['tolerance_us']:.2f} µs, memory pool {pool}")
     activities = [torch.profiler.ProfilerActivity.CPU]
     if device_kind == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)

@@ -160,7 +160,7 @@ inline Rejection rejection_from(const nlohmann::json& session) {
   nlohmann::json& details = result.details;
   for (const char* field : {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason",
                             "compile_source", "baseline_cache", "reference_clock_mhz", "implausible_clock_readings",
-                            "compile_seconds", "elapsed_s", "warnings", "fence", "dispatch_cover", "time_budget"})
+                            "compile_seconds", "elapsed_s", "warnings", "timing_constants", "dispatch_cover", "time_budget"})
     if (session.contains(field)) details[field] = session[field];
   result.regime = session.value("regime", "per_call") == "cuda_graph" ? TimingRegime::cuda_graph
                   : session.value("regime", "per_call") == "batched"  ? TimingRegime::batched

@@ -139,7 +139,7 @@ def test_the_fidelity_table_tells_the_window_from_the_escape_charge():
                 "escape_us": 16.4, "covered_share": 1.0, "lead_us": 871.0}
     older = {key: value for key, value in workload.items() if key not in ("window_ratio", "escape_us")}
     older["workload"] = "from an older run"
-    data = {"device": {"kind": "cuda"}, "tolerance": 0.03, "fence": {"launch_leak_us": 8.1, "floor_us": 10.5},
+    data = {"device": {"kind": "cuda"}, "tolerance": 0.03, "timing_constants": {"launch_leak_us": 8.1, "floor_us": 10.5},
             "workloads": [workload, older], "failures": ["conv2d: ratio 1.0622"]}
     lines, failures = summarize.fidelity(data)
     header = next(line for line in lines if line.startswith("| workload"))

@@ -40,10 +40,10 @@ def test_the_clock_probe_reads_a_plausible_sm_clock(device):
     assert all(300 < clock < 4000 for clock in clocks), clocks
 
 
-def test_fence_floor_and_launch_leak_are_small(device):
-    fence = device.calibrate_fence()
-    assert 0 <= fence["floor_us"] < 500, fence
-    assert 0 <= fence["launch_leak_us"] < 50, fence
+def test_escape_floor_and_launch_leak_are_small(device):
+    constants = device.measure_timing_constants()
+    assert 0 <= constants["floor_us"] < 500, constants
+    assert 0 <= constants["launch_leak_us"] < 50, constants
 
 
 def _sleeper(side_stream_joined: bool):
@@ -61,7 +61,7 @@ def _sleeper(side_stream_joined: bool):
 
 
 def test_work_left_on_a_side_stream_is_charged_to_the_sample(device):
-    device.calibrate_fence()
+    device.measure_timing_constants()
     factory = timing.InputFactory(lambda: [torch.randn(1024)], device)
     escaping = timing.ContenderTimer("escaping", _sleeper(False), device, factory)
     joined = timing.ContenderTimer("joined", _sleeper(True), device, factory)
@@ -75,7 +75,7 @@ def test_work_left_on_a_side_stream_is_charged_to_the_sample(device):
 
 
 def test_graph_timing_agrees_with_per_call_timing_for_a_long_kernel(device):
-    device.calibrate_fence()
+    device.measure_timing_constants()
     factory = timing.InputFactory(lambda: [torch.randn(64 << 20)], device)
     timer = timing.ContenderTimer("relu", torch.relu, device, factory)
     timer.warm_up(1)
@@ -89,7 +89,7 @@ def test_graph_timing_agrees_with_per_call_timing_for_a_long_kernel(device):
 
 
 def test_the_lead_keeps_the_host_dispatch_out_of_the_window(device):
-    device.calibrate_fence()
+    device.measure_timing_constants()
     factory = timing.InputFactory(lambda: [torch.randn(64, 256)], device)
 
     def many_small_operators(x):  # 20 launches of a few µs of device time each
@@ -123,7 +123,7 @@ def _reads_on_a_private_stream(finished: list):
 
 
 def test_work_started_on_a_private_stream_ahead_of_the_window_reads_stale_inputs(device):
-    device.calibrate_fence()
+    device.measure_timing_constants()
     factory = timing.InputFactory(lambda: [torch.randn(1 << 20)], device)
     finished: list = []
     timer = timing.ContenderTimer("head-escape", _reads_on_a_private_stream(finished), device, factory)

@@ -303,7 +303,7 @@ class CpuDevice:
         end = time.perf_counter_ns()
         return TimedRegion((end - start) / 1000.0, 0.0, result, covered=None, enqueued_ns=end)
 
-    def calibrate_fence(self, repeats: int = 0) -> dict:
+    def measure_timing_constants(self, repeats: int = 0) -> dict:
         return {"floor_us": 0.0, "tolerance_us": 0.0, "launch_leak_us": 0.0}
 
     def clock_mhz(self) -> float | None:
@@ -576,9 +576,9 @@ class CudaDevice:
         return TimedRegion(elapsed_us, gap_us, result, covered, enqueued_ns)
 
     #: Elements of the harness contender whose samples calibrate the escape floor.
-    FENCE_PROBE_ELEMENTS = 1 << 22
+    ESCAPE_PROBE_ELEMENTS = 1 << 22
 
-    def calibrate_fence(self, repeats: int = 30) -> dict:
+    def measure_timing_constants(self, repeats: int = 30) -> dict:
         """Constants of this process's timing, measured with harness code only.
 
         * The SM clock, which turns leads into spin cycles.
@@ -616,7 +616,7 @@ class CudaDevice:
 
         torch = self.torch
         probe = ContenderTimer("escape floor", torch.neg, self,
-                               InputFactory(lambda: [torch.randn(self.FENCE_PROBE_ELEMENTS)], self))
+                               InputFactory(lambda: [torch.randn(self.ESCAPE_PROBE_ELEMENTS)], self))
         probe.warm_up(0, min_seconds=0.0)
         gaps = [probe.sample(derive_seed(_PROBE_SEED_BIT, index)).gap_us for index in range(repeats)]
         floor = statistics.median(gaps)

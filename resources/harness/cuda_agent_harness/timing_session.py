@@ -461,7 +461,7 @@ def run_candidate_side(request: dict) -> dict:
                 return {"ok": True}
             try:
                 if op == "prepare":
-                    fence = device.calibrate_fence()  # harness code only, before the candidate is imported
+                    constants = device.measure_timing_constants()  # harness code only, before the candidate is imported
                     sys.modules.pop("model", None)
                     reference = load_module(request["reference_path"], "model")
                     function = _candidate_function(request, reference, torch, device, int(message["init_seed"]))
@@ -471,7 +471,8 @@ def run_candidate_side(request: dict) -> dict:
                     contender.warm_up(seed, min_seconds=float(message.get("warmup_s", 0.05)))
                     per_call = contender.calibrate(seed, int(message.get("calibration_samples", 5)))
                     size = contender.bytes_per_call(seed)
-                    reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size, "fence": fence}
+                    reply = {"op": "prepared", "per_call_us": per_call, "bytes_per_call": size,
+                             "timing_constants": constants}
                 elif op == "configure":
                     try:
                         contender.configure(message["regime"], int(message["calls"]), int(message["seed"]))
@@ -885,7 +886,7 @@ class ReferenceSession:
     def run(self) -> dict:
         result = self.result
         result["device"] = self.device.describe()
-        result["fence"] = self.device.calibrate_fence()
+        result["timing_constants"] = self.device.measure_timing_constants()
         self.eager.warm_up(self.seed(), min_seconds=self.budget["warmup_s"])
         for _ in range(3):
             self.clock()
@@ -978,7 +979,7 @@ class ReferenceSession:
              "warmup_s": self.budget["warmup_s"], "calibration_samples": self.budget["calibration_samples"]},
             ("prepared",), timeout_s=float(self.request.get("prepare_timeout_s", 600.0)),
         )
-        result["candidate_fence"] = prepared.get("fence")
+        result["candidate_timing_constants"] = prepared.get("timing_constants")
         try:
             calibration["candidate"] = float(prepared["per_call_us"])
         except (KeyError, TypeError, ValueError):
