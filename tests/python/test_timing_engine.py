@@ -178,6 +178,37 @@ def test_large_outputs_are_compared_at_the_same_sampled_positions_on_both_sides(
     assert complete and whole.numel() == 500
 
 
+@pytest.mark.parametrize("count", [1001, 1999, 12_345, 100_000])
+def test_sampled_positions_cover_the_whole_output_one_per_stratum(count):
+    # Positions are read back through an output that holds its own index.
+    positions, _ = timing_session.select_elements(torch.arange(count, dtype=torch.float64), 3, 1000, torch)
+    width = count / 1000
+    stratum = torch.arange(1000, dtype=torch.float64)
+    assert bool((positions >= torch.floor(stratum * width)).all())
+    assert bool((positions <= torch.floor((stratum + 1) * width)).all())
+    assert positions.max() < count
+    # A timed call that skipped a block of three strata anywhere is caught.
+    start = int(0.6 * count)
+    skipped = torch.arange(count, dtype=torch.float64)
+    skipped[start:start + int(3 * width) + 2] = 0.0
+    again, _ = timing_session.select_elements(skipped, 3, 1000, torch)
+    assert not torch.equal(positions, again)
+
+
+def test_timed_outputs_compare_like_the_verifier_at_every_precision():
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        want = torch.tensor([1.0, float("nan"), float("inf"), -2.0, 1000.0], dtype=dtype)
+        expected = timing_session.output_payload(want, 1, 100, torch)
+        close = timing_session.output_payload(want * (1 + 5e-3), 1, 100, torch)  # within rtol 1e-2
+        assert timing_session.compare_payloads(expected, close, 1e-2, 1e-2, torch) is None, dtype
+        for position, value in ((1, 0.0), (2, float("-inf")), (4, 1020.0)):  # NaN lost, sign flipped, 2% off
+            have = want.clone()
+            have[position] = value
+            problem = timing_session.compare_payloads(expected, timing_session.output_payload(have, 1, 100, torch),
+                                                      1e-2, 1e-2, torch)
+            assert f"sampled element {position}" in problem, (dtype, position, problem)
+
+
 def test_payload_files_are_read_without_following_links_or_unpickling_code(tmp_path):
     payload = timing_session.output_payload(torch.ones(4), 1, 100, torch)
     path = tmp_path / "outputs.pt"
