@@ -221,6 +221,9 @@ def test_a_session_limit_cuts_every_comparison_to_its_share():
     parts = sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["output_checks_s"]
     assert spent["output_checks_s"] > 0  # the last round of each comparison is re-checked
     assert 0 < parts <= spent["rounds_s"]
+    assert set(spent["setup_s"]) == {"timing_constants", "eager_warm_up_and_calibration", "candidate_hello",
+                                     "candidate_prepare", "configure"}
+    assert 0 < sum(spent["setup_s"].values()) <= spent["overhead_s"]
 
 
 def test_comparisons_share_what_is_left_of_the_session_limit():

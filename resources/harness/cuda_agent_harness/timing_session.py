@@ -663,9 +663,20 @@ class ReferenceSession:
         self.comparisons = 0
         #: Where the rounds' time went, beside the samples themselves (``time_budget``).
         self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "output_checks_s": 0.0}
+        #: Where the time outside the rounds went, by step (``time_budget``).
+        self.setup_s: dict[str, float] = {}
         self.result: dict = {"ok": False, "protocol": PROTOCOL_VERSION}
 
     # -- helpers ------------------------------------------------------------------------
+    @contextlib.contextmanager
+    def timed(self, step: str):
+        """Adds the time of the block to ``setup_s[step]``."""
+        started = time.monotonic()
+        try:
+            yield
+        finally:
+            self.setup_s[step] = self.setup_s.get(step, 0.0) + time.monotonic() - started
+
     def seed(self) -> int:
         return self.rng.getrandbits(63)
 
@@ -895,11 +906,13 @@ class ReferenceSession:
     def run(self) -> dict:
         result = self.result
         result["device"] = self.device.describe()
-        result["timing_constants"] = self.device.measure_timing_constants()
-        self.eager.warm_up(self.seed(), min_seconds=self.budget["warmup_s"])
-        for _ in range(3):
-            self.clock()
-        calibration = {"eager": self.calibrate_local(self.eager)}
+        with self.timed("timing_constants"):
+            result["timing_constants"] = self.device.measure_timing_constants()
+        with self.timed("eager_warm_up_and_calibration"):
+            self.eager.warm_up(self.seed(), min_seconds=self.budget["warmup_s"])
+            for _ in range(3):
+                self.clock()
+            calibration = {"eager": self.calibrate_local(self.eager)}
         compile_enabled = bool(self.compile_settings["enabled"])
         cache = None
         key = None
@@ -978,16 +991,18 @@ class ReferenceSession:
             channel, float(self.request.get("reply_timeout_s", 120.0)), self.device.launch_leak_us
         )
         try:
-            hello = channel.receive(30.0)
+            with self.timed("candidate_hello"):
+                hello = channel.receive(30.0)
         except (TimeoutError, EOFError, ValueError) as error:
             raise SessionError("crashed", f"the candidate's timing process did not start: {error}")
         if hello.get("op") != "hello":
             raise SessionError("harness_error", "the candidate side did not introduce itself")
-        prepared = remote.request(
-            {"op": "prepare", "init_seed": self.init_seed, "seed": self.seed(),
-             "warmup_s": self.budget["warmup_s"], "calibration_samples": self.budget["calibration_samples"]},
-            ("prepared",), timeout_s=float(self.request.get("prepare_timeout_s", 600.0)),
-        )
+        with self.timed("candidate_prepare"):
+            prepared = remote.request(
+                {"op": "prepare", "init_seed": self.init_seed, "seed": self.seed(),
+                 "warmup_s": self.budget["warmup_s"], "calibration_samples": self.budget["calibration_samples"]},
+                ("prepared",), timeout_s=float(self.request.get("prepare_timeout_s", 600.0)),
+            )
         result["candidate_timing_constants"] = prepared.get("timing_constants")
         try:
             calibration["candidate"] = float(prepared["per_call_us"])
@@ -995,14 +1010,14 @@ class ReferenceSession:
             raise SessionError("harness_error", "the candidate side's calibration is malformed")
         compile_enabled = bool(self.compile_settings["enabled"])
         regime, reason = timing.choose_regime(calibration, self.device.supports_graphs, self.short_kernel_us)
-        calls = self.calls_for(calibration, regime, int(prepared.get("bytes_per_call", 0) or 0))
-
-        # torch.compile is timed live whenever it was built in this session (cache miss),
-        # or when no cached measurement exists for the regime the comparison needs.
-        contenders: dict = {"candidate": remote, "eager": self.eager}
-        if compile_enabled and self.compiled is not None:
-            contenders["compile"] = self.compiled
-        regime = self.configure_all(contenders, regime, calls)
+        with self.timed("configure"):
+            calls = self.calls_for(calibration, regime, int(prepared.get("bytes_per_call", 0) or 0))
+            # torch.compile is timed live whenever it was built in this session (cache
+            # miss), or when no cached measurement exists for the regime the comparison needs.
+            contenders: dict = {"candidate": remote, "eager": self.eager}
+            if compile_enabled and self.compiled is not None:
+                contenders["compile"] = self.compiled
+            regime = self.configure_all(contenders, regime, calls)
         cached_regimes = cached_entry["regimes"] if cached_entry else {}
         if compile_enabled and "compile" not in contenders and regime not in cached_regimes:
             contenders["compile"] = self.build_compile()
@@ -1075,6 +1090,8 @@ class ReferenceSession:
                     # them (the candidate's include the exchange with its process), the
                     # clock probes after them, and the re-checks of timed outputs.
                     **self.round_costs,
+                    # Parts of overhead_s, by step (the rest: start-up, the cache, compile).
+                    "setup_s": self.setup_s,
                 },
                 "calibration_us": calibration,
                 "reference_clock_mhz": self.reference_clock(),
