@@ -384,7 +384,8 @@ class _CudaRuntime:
                 self.library.cudaDeviceSetLimit.restype = ctypes.c_int
                 self.library.cudaDeviceSetLimit.argtypes = [ctypes.c_int, ctypes.c_size_t]
                 self.library.cudaDeviceGetAttribute.restype = ctypes.c_int
-                self.library.cudaDeviceGetAttribute.argtypes = [ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
+                self.library.cudaDeviceGetAttribute.argtypes = [
+                    ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int]
                 self.path = name
                 break
             except (OSError, AttributeError) as error:
@@ -438,7 +439,8 @@ class _CudaRuntime:
         if self._call(get_pool, ctypes.byref(pool), ctypes.c_int(index)):
             return False
         threshold = ctypes.c_uint64(threshold_bytes)
-        return not self._call(set_attribute, pool, ctypes.c_int(self.RELEASE_THRESHOLD_ATTRIBUTE), ctypes.byref(threshold))
+        attribute = ctypes.c_int(self.RELEASE_THRESHOLD_ATTRIBUTE)
+        return not self._call(set_attribute, pool, attribute, ctypes.byref(threshold))
 
     def peak_clock_mhz(self, index: int) -> float | None:
         """The SM clock the device is rated for at most (cudaDevAttrClockRate), or None."""

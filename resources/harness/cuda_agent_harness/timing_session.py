@@ -669,13 +669,14 @@ class ReferenceSession:
 
     # -- helpers ------------------------------------------------------------------------
     @contextlib.contextmanager
-    def timed(self, step: str):
-        """Adds the time of the block to ``setup_s[step]``."""
+    def timed(self, step: str, table: dict | None = None):
+        """Adds the block's seconds to ``table[step]`` (``setup_s`` unless another is given)."""
+        table = self.setup_s if table is None else table
         started = time.monotonic()
         try:
             yield
         finally:
-            self.setup_s[step] = self.setup_s.get(step, 0.0) + time.monotonic() - started
+            table[step] = table.get(step, 0.0) + time.monotonic() - started
 
     def seed(self) -> int:
         return self.rng.getrandbits(63)
@@ -780,16 +781,12 @@ class ReferenceSession:
             order = names[:]
             self.rng.shuffle(order)
             samples = {}
-            costs = self.round_costs
             for name in order:
-                before = time.monotonic()
-                sample = contenders[name].sample(seed)
-                sampled = time.monotonic()
-                entry = sample.to_json()
-                entry["clock_mhz"] = self.clock()
+                with self.timed(name, self.round_costs["sampling_s"]):
+                    entry = contenders[name].sample(seed).to_json()
+                with self.timed("clock_probes_s", self.round_costs):
+                    entry["clock_mhz"] = self.clock()
                 samples[name] = entry
-                costs["sampling_s"][name] = costs["sampling_s"].get(name, 0.0) + sampled - before
-                costs["clock_probes_s"] += time.monotonic() - sampled
             reference_clock = self.reference_clock()
             flagged = any(
                 timing.throttled(entry["clock_mhz"], reference_clock, self.throttle_tolerance) for entry in samples.values()
@@ -836,43 +833,38 @@ class ReferenceSession:
     def check_timed_outputs(self, contenders: dict, record: dict) -> None:
         """Asks the candidate side for the outputs of one of its calls in this round and
         compares them with eager's outputs for the same inputs."""
-        started = time.monotonic()
-        try:
-            self._check_timed_outputs(contenders, record)
-        finally:
-            self.round_costs["output_checks_s"] += time.monotonic() - started
-
-    def _check_timed_outputs(self, contenders: dict, record: dict) -> None:
-        candidate = contenders["candidate"]
-        calls = len(self.eager.last_outputs)
-        call = self.rng.randrange(calls)
-        sample_seed = self.rng.getrandbits(62)
-        max_elements = int(self.check["max_elements"])
-        directory = self.request.get("output_directory") or self.request["session"]
-        path = os.path.join(directory, f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
-        candidate.request(
-            {"op": "challenge", "round": record["round"], "call": call, "path": path,
-             "sample_seed": sample_seed, "max_elements": max_elements},
-            ("handed_over",),
-        )
-        torch = self.torch
-        expected = output_payload(self.eager.last_outputs[call], sample_seed, max_elements, torch)
-        limit = 64 * 1024 * 1024 + 16 * max_elements * max(1, len(expected["values"]))
-        try:
-            got = load_payload(path, limit, torch)
-        except Exception as error:
-            raise SessionError("timed_output_mismatch", f"round {record['round']}: the timed outputs could not be read: {error}")
-        finally:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
-        problem = compare_payloads(expected, got, float(self.check["atol"]), float(self.check["rtol"]), torch)
-        record["checked"] = True
-        if problem:
-            raise SessionError(
-                "timed_output_mismatch",
-                f"outputs produced while timed (round {record['round']}, call {call}) are wrong: {problem}",
-                {"round": record["round"], "call": call},
+        with self.timed("output_checks_s", self.round_costs):
+            candidate = contenders["candidate"]
+            calls = len(self.eager.last_outputs)
+            call = self.rng.randrange(calls)
+            sample_seed = self.rng.getrandbits(62)
+            max_elements = int(self.check["max_elements"])
+            directory = self.request.get("output_directory") or self.request["session"]
+            path = os.path.join(directory, f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
+            candidate.request(
+                {"op": "challenge", "round": record["round"], "call": call, "path": path,
+                 "sample_seed": sample_seed, "max_elements": max_elements},
+                ("handed_over",),
             )
+            torch = self.torch
+            expected = output_payload(self.eager.last_outputs[call], sample_seed, max_elements, torch)
+            limit = 64 * 1024 * 1024 + 16 * max_elements * max(1, len(expected["values"]))
+            try:
+                got = load_payload(path, limit, torch)
+            except Exception as error:
+                raise SessionError("timed_output_mismatch",
+                                   f"round {record['round']}: the timed outputs could not be read: {error}")
+            finally:
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
+            problem = compare_payloads(expected, got, float(self.check["atol"]), float(self.check["rtol"]), torch)
+            record["checked"] = True
+            if problem:
+                raise SessionError(
+                    "timed_output_mismatch",
+                    f"outputs produced while timed (round {record['round']}, call {call}) are wrong: {problem}",
+                    {"round": record["round"], "call": call},
+                )
 
     def measure_baselines_alone(self, regime: str, calls: int, calibration: dict, comparisons_left: int = 1) -> dict:
         """Eager and compile interleaved with no candidate process on the GPU: what the cache keeps."""
