@@ -449,7 +449,8 @@ class _CudaRuntime:
         if not self.library:
             return None
         kilohertz = ctypes.c_int(0)
-        if self._call(self.library.cudaDeviceGetAttribute, ctypes.byref(kilohertz), self.CLOCK_RATE_ATTRIBUTE, index):
+        if self._call(self.library.cudaDeviceGetAttribute, ctypes.byref(kilohertz), self.CLOCK_RATE_ATTRIBUTE,
+                      index):
             return None
         return kilohertz.value / 1000.0 if kilohertz.value > 0 else None
 
@@ -899,23 +900,18 @@ class ContenderTimer:
         lead_us = self.lead_us or 0.0
         started_ns = time.perf_counter_ns()
         device.synchronize()  # nothing of the previous sample is left running
+        # Inputs go last, right before the window, so that work started ahead of it on a
+        # private stream finds other inputs (see the module's docstring); a replay cannot
+        # start before its start event, so a graph's input sets go first, before the lead,
+        # which then covers only the flush and the replay, not milliseconds of refilling.
+        inputs_first = self.regime == CUDA_GRAPH
         with torch.no_grad():
-            if self.regime == CUDA_GRAPH:
-                # A replay cannot start before its start event, so its input sets are
-                # written first, before the lead: then the lead covers only the flush and
-                # the replay, not the refill of every set (milliseconds of host time).
-                body = self._prepare_body(seed)
-                if lead_us:
-                    device.lead(lead_us)
-                enqueue_started_ns = time.perf_counter_ns()
-                device.flush()
-            else:
-                if lead_us:
-                    device.lead(lead_us)
-                enqueue_started_ns = time.perf_counter_ns()
-                # The inputs last, right before the window (see the module's docstring):
-                # work started ahead of the window on a private stream finds other inputs.
-                device.flush()
+            body = self._prepare_body(seed) if inputs_first else None
+            if lead_us:
+                device.lead(lead_us)
+            enqueue_started_ns = time.perf_counter_ns()
+            device.flush()
+            if not inputs_first:
                 body = self._prepare_body(seed)
             region = device.time_region(body)
         escape_us = max(0.0, region.gap_us - device.escape_floor_us - device.escape_tolerance_us)
