@@ -104,6 +104,9 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
             "warmup_s": 0.05,
         },
         "check": {"probability": 0.1},
+        # Trusted code on both sides: the trusted clock's bound is reported (how far honest
+        # contenders fall from it is what its margin must allow), never enforced.
+        "trusted_clock": {"enforce": False},
         "repetitions": arguments.repetitions,
         "deadline_s": 600.0,
     }
@@ -111,6 +114,14 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
         reference["short_kernel_us"] = 0.0
     candidate = {"device": device, "reference_path": task_path, "candidate_kind": kind, "compile": compile_settings}
     return reference, candidate
+
+
+def _trusted_clock_summary(clock: dict | None) -> dict | None:
+    """What the trusted clock measured of one session (its bound against the reported time)."""
+    if not clock:
+        return None
+    return {key: clock.get(key) for key in ("mode", "calls_per_batch", "batches", "bound_median_us",
+                                            "reported_median_us", "ratio", "margin", "capture_error")}
 
 
 def round_samples(rounds: list[dict]) -> dict:
@@ -255,6 +266,7 @@ def main() -> int:
                     "dispatch_cover": session.get("dispatch_cover"),
                     "reference_clock_mhz": session.get("reference_clock_mhz"),
                     "cached_anchor": cached_anchor(session),
+                    "trusted_clock": _trusted_clock_summary(session.get("trusted_clock")),
                     **entry,
                 }
                 if kind == "reference":
@@ -317,6 +329,16 @@ def main() -> int:
     print(f"\n{len(comparisons)} A/A comparisons on {len(rows)} tasks: " +
           ", ".join(f"{name} {count}" for name, count in counts.items()))
     print("|ratio - 1| distribution: " + ", ".join(f"{k} {v * 100:.2f}%" for k, v in distribution.items()))
+    clocks = [(row["task"], kind, row[kind]["trusted_clock"]) for row in rows for kind in ("reference", "compile")
+              if (row.get(kind) or {}).get("trusted_clock")]
+    clock_ratios = [clock["ratio"] for _, _, clock in clocks if clock.get("ratio")]
+    if clock_ratios:
+        would_reject = [f"{task} ({kind}, {clock['mode']}: {clock['ratio']:.3f})" for task, kind, clock in clocks
+                        if clock.get("ratio") and clock["ratio"] < 1 - clock["margin"]]
+        print("Trusted clock, reported time over bound for these honest contenders: " +
+              ", ".join(f"{k} {v:.3f}" for k, v in benchlib.quantiles(clock_ratios).items()) +
+              f"; below the margin in {len(would_reject)} of {len(clock_ratios)}" +
+              (": " + "; ".join(would_reject) if would_reject else ""))
     if agreement:
         print("\nAgreement with the H100 baselines (eager time / compile time; reported, not asserted):")
         for entry in agreement:

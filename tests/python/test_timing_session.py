@@ -44,6 +44,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_re
     if candidate in ("reference", "compile"):
         candidate_request["candidate_kind"] = candidate
         candidate_request["compile"] = {"backend": "eager"}
+        request.setdefault("trusted_clock", {"enforce": False})  # trusted code: the bound is only reported
     else:
         candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
     return timing_session.run_locally(request, candidate_request, fork=True, fork_reference=fork_reference)
@@ -66,7 +67,8 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
     for each in rounds:
         assert set(each["samples"]) == {"candidate", "eager", "compile"}
         assert all(sample["time_us"] > 0 for sample in each["samples"].values())
-        assert each["checked"], "every round is re-checked at probability 1"
+        assert each["checked"], "every round ends with a trusted batch at probability 1"
+        assert each["trusted_batch"]["bound_us"] > 0 and each["trusted_batch"]["calls"] >= 1
     assert result["compile_source"] == "live"
     assert result["baseline_cache"]["status"] == "miss"
     assert result["baseline_cache"]["stored"] == [timing.PER_CALL]
@@ -77,6 +79,9 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
                for each in rounds for sample in each["samples"].values())
     # Each side reports the host's time per sample, at least the window it timed.
     assert all(sample["wall_us"] >= sample["raw_us"] > 0 for each in rounds for sample in each["samples"].values())
+    clock = result["trusted_clock"]
+    assert clock["mode"] == "loop" and clock["batches"] == len(rounds) and not clock["rejected"]
+    assert clock["enforced"] and clock["ratio"] >= 1 - clock["margin"]
     cover = result["dispatch_cover"]
     assert set(cover) == {"candidate", "eager", "compile"}
     assert all(entry["samples"] == len(rounds) and entry["covered_share"] is None for entry in cover.values())
@@ -151,7 +156,24 @@ def test_a_short_contender_switches_all_contenders_to_batches():
 
 def test_a_candidate_that_changes_behaviour_once_timed_is_caught():
     message = assert_rejected(session("phase_detector"), "timed_output_mismatch")
-    assert "differs" in message
+    assert "trusted batch are wrong" in message and "expected" in message
+
+
+def test_a_candidate_whose_process_understates_its_times_is_rejected_by_the_trusted_clock():
+    result = session("under_reporter")
+    message = assert_rejected(result, "time_below_trusted_bound")
+    assert "trusted side's own clock" in message
+    clock = result["rejection"]["details"]["trusted_clock"]
+    assert clock["rejected"] and clock["ratio"] < 1 - clock["margin"]
+    # Only a judge that observes lets it through: the bound is reported either way.
+    observed = session("under_reporter", trusted_clock={"enforce": False})
+    assert observed["ok"] and observed["trusted_clock"]["rejected"] and not observed["trusted_clock"]["enforced"]
+
+
+def test_a_persistent_output_buffer_is_copied_out_of_the_way_in_trusted_batches():
+    result = session("persistent_output")
+    assert result["ok"], result
+    assert result["trusted_clock"]["batches"] >= 3 and not result["trusted_clock"]["rejected"]
 
 
 def test_a_candidate_that_leaves_a_thread_running_is_rejected():
@@ -186,6 +208,7 @@ def test_the_reference_itself_as_candidate_runs_in_the_candidate_process():
     result = session("reference")
     assert result["ok"], result
     assert all(set(each["samples"]) == {"candidate", "eager"} for each in result["rounds"])
+    assert result["trusted_clock"]["batches"] >= 3 and not result["trusted_clock"]["enforced"]
 
 
 def test_repeated_comparisons_run_in_the_same_processes_and_this_one_stays_clean():
@@ -216,13 +239,13 @@ def test_a_session_limit_cuts_every_comparison_to_its_share():
     assert spent["rounds_s"] > 0 and spent["overhead_s"] > 0
     assert spent["rounds_s"] + spent["overhead_s"] == pytest.approx(result["elapsed_s"])
     # The parts of the rounds' time: every contender's samples, the clock probes (none on
-    # the CPU, whose clock is not probed, but the call is timed), the re-checks.
+    # the CPU, whose clock is not probed, but the call is timed), the trusted batches.
     assert set(spent["sampling_s"]) == {"candidate", "eager"}
-    parts = sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["output_checks_s"]
-    assert spent["output_checks_s"] > 0  # the last round of each comparison is re-checked
+    parts = sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["trusted_batches_s"]
+    assert spent["trusted_batches_s"] > 0  # each comparison has its least number of trusted batches
     assert 0 < parts <= spent["rounds_s"]
     assert set(spent["setup_s"]) == {"timing_constants", "eager_warm_up_and_calibration", "candidate_hello",
-                                     "candidate_prepare", "configure"}
+                                     "candidate_prepare", "configure", "trusted_clock_setup"}
     assert 0 < sum(spent["setup_s"].values()) <= spent["overhead_s"]
 
 

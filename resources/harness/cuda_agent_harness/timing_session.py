@@ -57,7 +57,7 @@ import time
 import traceback
 from typing import Any, Callable
 
-from . import baseline_cache, timing
+from . import arena, baseline_cache, timing, trusted_clock
 from .registry import handler
 
 #: 2: samples are covered by a lead, so times are the device's alone; the baseline cache's
@@ -242,102 +242,6 @@ def task_hash_of(reference_path: str) -> str:
 
 
 # ---------------------------------------------------------------------------------------
-# Timed outputs: what the candidate side hands over, and how it is compared
-
-
-def flatten_outputs(value: Any, torch) -> list:
-    if isinstance(value, (list, tuple)):
-        flat = []
-        for item in value:
-            flat.extend(flatten_outputs(item, torch))
-        return flat
-    return [value]
-
-
-def select_elements(tensor, sample_seed: int, max_elements: int, torch):
-    """The whole tensor (flattened, on the CPU) if small enough, else ``max_elements``
-    elements drawn from ``sample_seed``: the same on both sides (same seed, same kind of
-    device). The flat tensor is cut into ``max_elements`` equal strata and one position is
-    drawn in each, so every region of the output is looked at (a skipped block longer than
-    about two strata is always found), the positions come in order (a gather that streams
-    through memory), and they are drawn on the tensor's own device (drawing 4M positions
-    on the host and copying them over took tens of milliseconds per re-check)."""
-    flat = tensor.detach().reshape(-1)
-    count = flat.numel()
-    if count <= max_elements:
-        return flat.cpu(), True
-    generator = torch.Generator(device=flat.device).manual_seed(sample_seed)
-    # Stratum i is [i, i + 1) x count / max_elements; float64 keeps the fraction exact
-    # enough for any tensor that fits in memory.
-    points = torch.rand(max_elements, generator=generator, device=flat.device, dtype=torch.float64)
-    points += torch.arange(max_elements, device=flat.device, dtype=torch.float64)
-    positions = (points * (count / max_elements)).long().clamp_(max=count - 1)
-    return flat[positions].cpu(), False
-
-
-def output_payload(outputs: Any, sample_seed: int, max_elements: int, torch) -> dict:
-    values, shapes, dtypes = [], [], []
-    for item in flatten_outputs(outputs, torch):
-        if isinstance(item, torch.Tensor):
-            selected, _ = select_elements(item, sample_seed, max_elements, torch)
-            values.append(selected)
-            shapes.append(list(item.shape))
-            dtypes.append(str(item.dtype))
-        else:
-            values.append(None)
-            shapes.append(None)
-            dtypes.append(type(item).__name__)
-    return {"values": values, "shapes": shapes, "dtypes": dtypes}
-
-
-def compare_payloads(expected: dict, got: dict, atol: float, rtol: float, torch) -> str | None:
-    """None when the timed outputs match, else what differs (first offending element)."""
-    if len(expected["values"]) != len(got.get("values", [])):
-        return f"{len(got.get('values', []))} outputs instead of {len(expected['values'])}"
-    for index, (want, have) in enumerate(zip(expected["values"], got["values"])):
-        if expected["shapes"][index] != got["shapes"][index] or expected["dtypes"][index] != got["dtypes"][index]:
-            return (
-                f"output {index}: {got['dtypes'][index]} {got['shapes'][index]} instead of "
-                f"{expected['dtypes'][index]} {expected['shapes'][index]}"
-            )
-        if want is None:
-            continue
-        if not isinstance(have, torch.Tensor) or have.shape != want.shape or have.dtype != want.dtype:
-            return f"output {index}: the handed-over values are malformed"
-        if want.is_floating_point() or want.is_complex():
-            w, h = (torch.view_as_real(want), torch.view_as_real(have)) if want.is_complex() else (want, have)
-            if w.element_size() < 4:  # half precision cannot hold the tolerance itself
-                w, h = w.float(), h.float()
-            # |h - w| <= atol + rtol |w|, NaN where both are NaN, infinities of one sign.
-            bad = ~torch.isclose(h, w, rtol=rtol, atol=atol, equal_nan=True)
-        else:
-            w, h = want, have
-            bad = want != have
-        if bool(bad.any()):
-            position = int(bad.reshape(-1).nonzero()[0])
-            return (
-                f"output {index} differs at sampled element {position}: expected "
-                f"{w.reshape(-1)[position].item()!r}, got {h.reshape(-1)[position].item()!r} "
-                f"(atol {atol}, rtol {rtol})"
-            )
-    return None
-
-
-def load_payload(path: str, limit_bytes: int, torch) -> dict:
-    """Reads what the candidate side wrote, refusing links, oversized files and anything
-    but plain tensors and containers (``weights_only``)."""
-    descriptor = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
-    with os.fdopen(descriptor, "rb") as handle:
-        size = os.fstat(handle.fileno()).st_size
-        if size > limit_bytes:
-            raise ValueError(f"the handed-over outputs take {size} bytes (limit {limit_bytes})")
-        payload = torch.load(handle, weights_only=True)
-    if not isinstance(payload, dict) or not isinstance(payload.get("values"), list):
-        raise ValueError("the handed-over outputs are not in the expected form")
-    return payload
-
-
-# ---------------------------------------------------------------------------------------
 # The candidate side
 
 
@@ -461,7 +365,8 @@ def run_candidate_side(request: dict) -> dict:
     channel = Channel.open(request["session"], "candidate", request.get("connect_timeout_s", 60.0))
     channel.send({"op": "hello", "pid": os.getpid(), "protocol": PROTOCOL_VERSION})
     contender = None
-    handed_over = None
+    shared = None
+    runner = None
     try:
         while True:
             message = channel.receive(request.get("idle_timeout_s", 600.0))
@@ -491,20 +396,33 @@ def run_candidate_side(request: dict) -> dict:
                 elif op == "sample":
                     sample = contender.sample(int(message["seed"]))
                     reply = {"op": "sample", **sample.to_json()}
-                elif op == "challenge":
-                    outputs = contender.last_outputs[int(message["call"])]
-                    payload = output_payload(
-                        outputs, int(message["sample_seed"]), int(message["max_elements"]), torch
-                    )
-                    if handed_over:  # the reference side has read it: only one file at a time
-                        with contextlib.suppress(OSError):
-                            os.unlink(handed_over)
-                    handed_over = message["path"]
-                    torch.save(payload, handed_over)
-                    reply = {"op": "handed_over"}
+                elif op == "trusted_arena":
+                    # Answered first: the trusted side hands the arena over once it knows we are coming.
+                    channel.send({"op": "trusted_arena_waiting"})
+                    shared = arena.receive_arena(torch, device.kind, str(message["socket"]),
+                                                 getattr(device, "index", 0), float(request.get("connect_timeout_s", 60.0)))
+                    continue
+                elif op == "trusted_setup":
+                    if shared is None:
+                        raise RuntimeError("trusted batches were set up before the arena was handed over")
+                    layout = trusted_clock.Layout.from_json(message["layout"])
+                    sizes = {int(spec["nbytes"]) for spec in message["outputs"]}
+                    runner = trusted_clock.TrustedBatchRunner(torch, device, contender.function, shared, layout,
+                                                              contender.make_inputs(0), sizes)
+                    reply = {"op": "trusted_ready", **runner.prepare()}
+                elif op == "status":
+                    reply = {"op": "status"}
+                elif op == "trusted_batch":
+                    # Answered at once: the checks below run after the trusted side's clock stops.
+                    channel.send({"op": "trusted_done", **runner.run()})
+                    problem = checks.violation()
+                    if problem:
+                        channel.send({"op": "error", "reason": problem[0], "message": problem[1]})
+                        return {"ok": False, "error": problem[1]}
+                    continue
                 else:
                     reply = {"op": "error", "reason": "harness_error", "message": f"unknown request {op!r}"}
-            except CandidateViolation as violation:
+            except (CandidateViolation, trusted_clock.TrustedClockError) as violation:
                 channel.send({"op": "error", "reason": violation.reason, "message": str(violation)})
                 return {"ok": False, "error": str(violation)}
             except Exception as error:
@@ -524,6 +442,9 @@ def run_candidate_side(request: dict) -> dict:
                 return {"ok": False, "error": problem[1]}
             channel.send(reply)
     finally:
+        if shared is not None:
+            runner = None
+            shared.close()
         channel.close()
 
 
@@ -662,7 +583,10 @@ class ReferenceSession:
         self.rounds_seconds = 0.0
         self.comparisons = 0
         #: Where the rounds' time went, beside the samples themselves (``time_budget``).
-        self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "output_checks_s": 0.0}
+        self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "trusted_batches_s": 0.0}
+        #: The trusted clock's batches of the candidate (``trusted_clock``), once prepared.
+        self.trusted: trusted_clock.TrustedClock | None = None
+        self.trusted_settings = dict(request.get("trusted_clock") or {})
         #: Where the time outside the rounds went, by step (``time_budget``).
         self.setup_s: dict[str, float] = {}
         self.result: dict = {"ok": False, "protocol": PROTOCOL_VERSION}
@@ -767,7 +691,9 @@ class ReferenceSession:
                    comparisons_left: int = 1) -> tuple[list, str]:
         """Interleaved rounds until the speedups of ``pairs`` are precise enough, the time
         budget is spent, the comparison's share of a session limit ends, or the round limit
-        is reached. ``comparisons_left`` counts this one and those still to come."""
+        is reached. ``comparisons_left`` counts this one and those still to come. With
+        ``challenge``, rounds drawn in secret (and the last ones, up to the trusted clock's
+        least number of batches) end with a trusted batch of the candidate."""
         rounds: list[dict] = []
         started = time.monotonic()
         budget_s, stop_at = self.comparison_time(comparisons_left)
@@ -794,7 +720,7 @@ class ReferenceSession:
             record = {"round": index, "order": order, "samples": samples, "throttled": flagged, "checked": False}
             rounds.append(record)
             if challenge and self.rng.random() < float(self.check["probability"]):
-                self.check_timed_outputs(contenders, record)
+                self.trusted_batch(contenders, record)
             usable = [each for each in rounds if not each["throttled"]]
             now = time.monotonic()
             if len(usable) >= min_rounds and self.precise(usable, pairs, target):
@@ -810,8 +736,10 @@ class ReferenceSession:
             if now > self.deadline():
                 stop_reason = "deadline"
                 break
-        if challenge and rounds and not rounds[-1]["checked"]:
-            self.check_timed_outputs(contenders, rounds[-1])
+        if challenge and self.trusted is not None:
+            owed = int(self.trusted.settings["min_batches"]) - sum(1 for each in rounds if each["checked"])
+            for record in ([each for each in rounds if not each["checked"]][-owed:] if owed > 0 else []):
+                self.trusted_batch(contenders, record)
         self.rounds_seconds += time.monotonic() - started
         self.comparisons += 1
         return rounds, stop_reason
@@ -830,41 +758,19 @@ class ReferenceSession:
                 return False
         return True
 
-    def check_timed_outputs(self, contenders: dict, record: dict) -> None:
-        """Asks the candidate side for the outputs of one of its calls in this round and
-        compares them with eager's outputs for the same inputs."""
-        with self.timed("output_checks_s", self.round_costs):
-            candidate = contenders["candidate"]
-            calls = len(self.eager.last_outputs)
-            call = self.rng.randrange(calls)
-            sample_seed = self.rng.getrandbits(62)
-            max_elements = int(self.check["max_elements"])
-            directory = self.request.get("output_directory") or self.request["session"]
-            path = os.path.join(directory, f"outputs-{record['round']}-{self.rng.getrandbits(32):08x}.pt")
-            candidate.request(
-                {"op": "challenge", "round": record["round"], "call": call, "path": path,
-                 "sample_seed": sample_seed, "max_elements": max_elements},
-                ("handed_over",),
-            )
-            torch = self.torch
-            expected = output_payload(self.eager.last_outputs[call], sample_seed, max_elements, torch)
-            limit = 64 * 1024 * 1024 + 16 * max_elements * max(1, len(expected["values"]))
+    def trusted_batch(self, contenders: dict, record: dict) -> None:
+        """A trusted batch of the candidate after this round (``trusted_clock``): its time
+        as this side's own clock bounds it, and its outputs read back and checked here."""
+        if self.trusted is None:
+            return
+        with self.timed("trusted_batches_s", self.round_costs):
             try:
-                got = load_payload(path, limit, torch)
-            except Exception as error:
-                raise SessionError("timed_output_mismatch",
-                                   f"round {record['round']}: the timed outputs could not be read: {error}")
-            finally:
-                with contextlib.suppress(OSError):
-                    os.unlink(path)
-            problem = compare_payloads(expected, got, float(self.check["atol"]), float(self.check["rtol"]), torch)
-            record["checked"] = True
-            if problem:
-                raise SessionError(
-                    "timed_output_mismatch",
-                    f"outputs produced while timed (round {record['round']}, call {call}) are wrong: {problem}",
-                    {"round": record["round"], "call": call},
-                )
+                entry = self.trusted.batch(contenders["candidate"].request, self.eager.regime)
+            except trusted_clock.TrustedClockError as error:
+                raise SessionError(error.reason, f"round {record['round']}: {error}",
+                                   {"round": record["round"], **error.details}) from None
+        record["checked"] = True
+        record["trusted_batch"] = entry
 
     def measure_baselines_alone(self, regime: str, calls: int, calibration: dict, comparisons_left: int = 1) -> dict:
         """Eager and compile interleaved with no candidate process on the GPU: what the cache keeps."""
@@ -1016,6 +922,9 @@ class ReferenceSession:
             regime = self.configure_all(contenders, regime, calls)
         measurement = None if "compile" in contenders else cached_regimes.get(regime)
         result.update({"regime": regime, "regime_reason": reason, "calls_per_sample": calls})
+        if self.trusted_settings.get("enabled", True):
+            with self.timed("trusted_clock_setup"):
+                self.prepare_trusted_clock(remote, calibration)
 
         pairs = [("eager", "candidate")] + ([("compile", "candidate")] if "compile" in contenders else [])
         repetitions = self.repetitions()
@@ -1038,6 +947,9 @@ class ReferenceSession:
         for done in range(1, repetitions):
             more, more_stop = self.run_rounds(contenders, pairs, challenge=True, comparisons_left=repetitions - done)
             compared.append({"rounds": more, "stop_reason": more_stop})
+        # The candidate side's own checks after its last trusted batch, before the verdict.
+        remote.request({"op": "status"}, ("status",))
+        self.judge_trusted_clock(compared)
         with contextlib.suppress(EOFError):
             channel.send({"op": "finish"})
         if len(compared) > 1:
@@ -1058,6 +970,45 @@ class ReferenceSession:
         )
         return {"regime": regime, "calls": calls, "live_compile": "compile" in contenders}
 
+    def prepare_trusted_clock(self, remote: "RemoteContender", calibration: dict) -> None:
+        """Hands the arena over to the candidate side and prepares its trusted batches,
+        sized from the faster of eager's calibration and the candidate's own."""
+        settings = {key: value for key, value in self.trusted_settings.items() if key not in ("enabled", "enforce")}
+        clock = trusted_clock.TrustedClock(self.torch, self.device, self.eager, self.make_inputs, self.rng, settings,
+                                           atol=float(self.check["atol"]), rtol=float(self.check["rtol"]))
+        socket_path = self.request.get("trusted_socket") or os.path.join(self.request["session"], "trusted.sock")
+        try:
+            clock.setup(remote.request, socket_path, min(calibration["eager"], calibration["candidate"]),
+                        float(self.request.get("connect_timeout_s", 60.0)))
+        except trusted_clock.TrustedClockError as error:
+            clock.close()
+            raise SessionError(error.reason, str(error), error.details) from None
+        except arena.ArenaError as error:
+            clock.close()
+            raise SessionError("harness_error", f"the trusted clock could not be set up: {error}") from None
+        self.trusted = clock
+
+    def judge_trusted_clock(self, compared: list[dict]) -> None:
+        """The trusted clock's verdict on the candidate's reported times, over every
+        comparison's unthrottled rounds: a rejection when they are below its bound by more
+        than its margin (unless the request only observes, as for trusted "candidates")."""
+        if self.trusted is None:
+            return
+        reported = [each["samples"]["candidate"]["time_us"] for repetition in compared
+                    for each in repetition["rounds"] if not each["throttled"]]
+        summary = self.trusted.judge(reported)
+        summary["enforced"] = bool(self.trusted_settings.get("enforce", True))
+        self.result["trusted_clock"] = summary
+        if summary["rejected"] and summary["enforced"]:
+            raise SessionError(
+                "time_below_trusted_bound",
+                f"the candidate's process reported {summary['reported_median_us']:.2f} µs per call, but the trusted"
+                f" side's own clock saw at least {summary['bound_median_us']:.2f} µs per call in"
+                f" {summary['batches']} batches of {summary['calls_per_batch']} calls on inputs it placed itself"
+                f" (the reported time may be at most {summary['margin']:.0%} below that bound). Times are measured,"
+                " never reported: do not change how the candidate's process times its calls.",
+                {"trusted_clock": summary})
+
     def repetitions(self) -> int:
         """Independent comparisons with the candidate (more than one for A/A measurements)."""
         return max(1, int(self.request.get("repetitions", 1)))
@@ -1070,6 +1021,8 @@ class ReferenceSession:
 
     def finish(self, calibration: dict, cache_status: dict) -> dict:
         result = self.result
+        if self.trusted is not None:
+            self.trusted.close()
         elapsed = time.monotonic() - self.started
         result.update(
             {

@@ -1,0 +1,653 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The trusted clock of a timing session: batches of the candidate's calls timed by the
+reference side's own clock, on inputs it placed and with outputs it reads back itself.
+
+The candidate's samples are timed inside the candidate's process (CUDA events, or host
+timers on the CPU): precise, but reported by a process that runs candidate code, which
+can change what is reported. So the reference side also times the candidate itself, in
+*trusted batches*:
+
+1. it writes a batch's fresh inputs into the arena (memory it owns and lends to the
+   candidate's process: ``arena.py``) at offsets drawn for the session, poisons the
+   batch's output regions, and waits for its own device;
+2. it starts its clock and tells the candidate's process to run the batch: one call per
+   input set, the allocations of each call that are as large as one of its outputs
+   served from that call's output region (``ArenaAllocations``), so that outputs land in
+   the arena without a copy. On CUDA the calls are one CUDA graph captured once over
+   those offsets, so that the host's dispatch does not slow the batch down where the
+   samples' leads hide it;
+3. when the candidate's process answers, it reads sampled positions of some calls'
+   outputs back from the arena itself, and only then stops its clock; afterwards it
+   compares what it read with its own eager outputs on the same inputs.
+
+An answer sent before the work is done shows up as poisoned or wrong outputs, never as
+speed; outputs that overlap one another or lie outside their call's regions are refused.
+The batch's time over its number of calls bounds the candidate's true time per call from
+above. Nothing is subtracted from it, not even the exchange of messages: whatever the
+candidate's process takes part in, it could make slower on purpose to enlarge what is
+subtracted. Batches are long instead (milliseconds), so that the exchange and the read-back
+add about 1 to 2%. A candidate whose reported time per call (the median of its samples) is
+below the median bound by more than the margin is rejected with
+``time_below_trusted_bound``, never given a verdict. Where the calls could not be captured
+in a CUDA graph and ran one after another, the host's dispatch is in the batch and an
+honest candidate may fall short of the bound too: its speed is then left unproven (it
+earns no speed reward) instead.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from typing import Any, Callable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from . import arena as arena_module
+
+#: Every region and tensor in the arena starts on this boundary.
+ALIGNMENT = 256
+#: Room in a call's output region, in multiples of its outputs' bytes: allocations of an
+#: output's size that are not the output (a scratch buffer as large) fit beside it.
+OUTPUT_ROOM = 3
+#: The byte the trusted side writes into output regions before each batch (NaN in every
+#: floating type, and a value no honest integer output is likely to match everywhere).
+POISON_BYTE = 0xFF
+
+DEFAULTS = {
+    # Aim for this many µs of the candidate's work per batch: the exchange and the read-back
+    # around a batch take about 100 µs on a GPU host, which the bound carries.
+    "target_us": {"cuda": 8000.0, "cpu": 30000.0},
+    "max_calls": 256,
+    "memory_bytes": {"cuda": 2 << 30, "cpu": 256 << 20},
+    # Batches per comparison at least (more where the rounds' checks fall).
+    "min_batches": 3,
+    # Calls whose outputs are read back per batch, and elements read per output.
+    "checked_calls": 3,
+    "max_elements": 1 << 14,
+    # How far below the trusted bound a reported time may be (a fraction of the bound).
+    "margin": {"cuda": 0.05, "cpu": 0.30},
+}
+
+
+class TrustedClockError(Exception):
+    """The candidate broke the trusted batches' protocol (a rejection reason and a message)."""
+
+    def __init__(self, reason: str, message: str, details: dict | None = None):
+        super().__init__(message)
+        self.reason = reason
+        self.details = details or {}
+
+
+def align(value: int) -> int:
+    return -(-value // ALIGNMENT) * ALIGNMENT
+
+
+def tensor_leaves(value: Any, torch: Any) -> list:
+    """The tensors of an output, in order (lists and tuples flattened); other values as is."""
+    if isinstance(value, (list, tuple)):
+        leaves = []
+        for item in value:
+            leaves.extend(tensor_leaves(item, torch))
+        return leaves
+    return [value]
+
+
+def _element_size(torch: Any, dtype) -> int:
+    return torch.empty((), dtype=dtype).element_size()
+
+
+def _dtype_named(torch: Any, name: str):
+    dtype = getattr(torch, name.replace("torch.", ""), None)
+    if not isinstance(dtype, torch.dtype):
+        raise ValueError(f"unknown dtype {name!r}")
+    return dtype
+
+
+def storage_span(shape, strides, itemsize: int) -> int:
+    """Bytes from a strided tensor's first element to just past its last one."""
+    if any(int(extent) == 0 for extent in shape):
+        return 0
+    return itemsize * (1 + sum((int(extent) - 1) * int(stride) for extent, stride in zip(shape, strides)))
+
+
+# ---------------------------------------------------------------------------------------
+# The layout: where each call's inputs and outputs live in the arena.
+
+
+class Layout:
+    """Input offsets and output regions of the ``calls`` calls of a trusted batch, drawn at
+    random (order of the calls' blocks in the arena and gaps between them), and the
+    arena's size. JSON-able (``to_json``/``from_json``)."""
+
+    def __init__(self, calls: int, inputs: list[list[dict]], outputs: list[list[int]], size: int):
+        self.calls = calls
+        self.inputs = inputs    # per call: [{"index", "offset", "shape", "dtype"}] for tensor inputs
+        self.outputs = outputs  # per call: [start, end) of its output region
+        self.size = size
+
+    @classmethod
+    def plan(cls, rng: random.Random, calls: int, input_specs: list[dict], output_bytes: int) -> "Layout":
+        input_bytes = sum(align(spec["nbytes"]) for spec in input_specs)
+        region = align(OUTPUT_ROOM * max(output_bytes, 1))
+        block = input_bytes + region
+        slack = align(max(block // 4, ALIGNMENT) * calls)
+        size = calls * block + slack
+        gaps = sorted(rng.randrange(0, slack // ALIGNMENT + 1) * ALIGNMENT for _ in range(calls))
+        order = list(range(calls))
+        rng.shuffle(order)
+        inputs: list[list[dict]] = [[] for _ in range(calls)]
+        outputs: list[list[int]] = [[0, 0] for _ in range(calls)]
+        for position, call in enumerate(order):
+            start = position * block + gaps[position]
+            offset = start
+            for spec in input_specs:
+                inputs[call].append({"index": spec["index"], "offset": offset, "shape": spec["shape"],
+                                     "dtype": spec["dtype"]})
+                offset += align(spec["nbytes"])
+            outputs[call] = [offset, offset + region]
+        return cls(calls, inputs, outputs, size)
+
+    def to_json(self) -> dict:
+        return {"calls": self.calls, "inputs": self.inputs, "outputs": self.outputs, "size": self.size}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "Layout":
+        return cls(int(data["calls"]), data["inputs"], [list(map(int, each)) for each in data["outputs"]],
+                   int(data["size"]))
+
+    def regions_of(self, call: int, torch: Any) -> list[tuple[int, int]]:
+        """The byte ranges call ``call`` may return outputs in: its inputs and its output region."""
+        ranges = [(entry["offset"], entry["offset"] + math.prod(entry["shape"]) *
+                   _element_size(torch, _dtype_named(torch, entry["dtype"]))) for entry in self.inputs[call]]
+        ranges.append(tuple(self.outputs[call]))
+        return ranges
+
+
+# ---------------------------------------------------------------------------------------
+# The candidate's side
+
+
+class ArenaAllocations(TorchDispatchMode):
+    """While a call of a trusted batch runs: tensor allocations on the arena's device that
+    are as large as one of the call's outputs are served from the call's output region,
+    so that the outputs are written where the trusted side reads them, with no copy.
+    Others, and any once the region is full, come from torch's allocator as usual."""
+
+    def __init__(self, torch: Any, arena: arena_module.Arena, output_sizes: set[int]):
+        super().__init__()
+        self.torch = torch
+        self.arena = arena
+        self.output_sizes = output_sizes
+        self.device = arena.bytes.device
+        self.next = 0
+        self.end = 0
+        aten = torch.ops.aten
+        self.creators = {
+            aten.empty.memory_format: self._empty,
+            aten.empty_strided.default: self._empty_strided,
+            aten.empty_like.default: self._like,
+            aten.new_empty.default: self._new_empty,
+            aten.zeros.default: self._zeros,
+            aten.zeros_like.default: self._zeros_like,
+            aten.new_zeros.default: self._new_zeros,
+        }
+
+    def begin(self, region: tuple[int, int] | list[int]) -> None:
+        self.next, self.end = int(region[0]), int(region[1])
+
+    def take(self, nbytes: int) -> int | None:
+        """The offset of ``nbytes`` more bytes of the current region, or None when it is full."""
+        offset = align(self.next)
+        if offset + nbytes > self.end:
+            return None
+        self.next = offset + nbytes
+        return offset
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        creator = self.creators.get(func)
+        if creator is not None:
+            served = creator(*args, **kwargs)
+            if served is not None:
+                return served
+        return func(*args, **kwargs)
+
+    # -- the creation operators this serves -------------------------------------------
+    def _serve(self, shape, dtype, device, memory_format=None, fill: float | None = None):
+        torch = self.torch
+        if memory_format not in (None, torch.contiguous_format, torch.preserve_format):
+            return None
+        dtype = dtype or torch.get_default_dtype()
+        device = torch.device(device) if device is not None else torch.device("cpu")
+        if device.type != self.device.type or (device.index is not None and device.index != self.device.index):
+            return None
+        shape = [int(extent) for extent in shape]
+        nbytes = math.prod(shape) * _element_size(torch, dtype)
+        if nbytes not in self.output_sizes:
+            return None
+        offset = self.take(nbytes)
+        if offset is None:
+            return None
+        tensor = self.arena.view(offset, shape, dtype)
+        if fill is not None:
+            tensor.fill_(fill)
+        return tensor
+
+    def _empty(self, size, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        return self._serve(size, dtype, device, memory_format)
+
+    def _empty_strided(self, size, stride, dtype=None, layout=None, device=None, pin_memory=None):
+        expected, running = [], 1
+        for extent in reversed([int(extent) for extent in size]):
+            expected.append(running)
+            running *= max(extent, 1)
+        if [int(each) for each in stride] != list(reversed(expected)):
+            return None
+        return self._serve(size, dtype, device)
+
+    def _like(self, source, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None, fill=None):
+        if memory_format in (None, self.torch.preserve_format) and not source.is_contiguous():
+            return None
+        return self._serve(source.shape, dtype or source.dtype, device or source.device, memory_format, fill)
+
+    def _new_empty(self, source, size, dtype=None, layout=None, device=None, pin_memory=None):
+        return self._serve(size, dtype or source.dtype, device or source.device)
+
+    def _zeros(self, size, dtype=None, layout=None, device=None, pin_memory=None):
+        return self._serve(size, dtype, device, fill=0.0)
+
+    def _zeros_like(self, source, dtype=None, layout=None, device=None, pin_memory=None, memory_format=None):
+        return self._like(source, dtype, layout, device, pin_memory, memory_format, fill=0.0)
+
+    def _new_zeros(self, source, size, dtype=None, layout=None, device=None, pin_memory=None):
+        return self._serve(size, dtype or source.dtype, device or source.device, fill=0.0)
+
+
+class TrustedBatchRunner:
+    """Runs trusted batches in the candidate's process: the calls of ``layout`` on the
+    arena, as one captured CUDA graph where the device and the function allow it (the
+    calls run back to back then, with no host time between them), else one call after
+    another. ``function`` is the timed function, under the forward guard for candidates."""
+
+    def __init__(self, torch: Any, device: Any, function: Callable, arena: arena_module.Arena, layout: Layout,
+                 template: list, output_sizes: set[int]):
+        self.torch = torch
+        self.device = device
+        self.function = function
+        self.arena = arena
+        self.layout = layout
+        self.allocations = ArenaAllocations(torch, arena, output_sizes)
+        self.inputs = []
+        for call in range(layout.calls):
+            arguments = list(template)
+            for entry in layout.inputs[call]:
+                arguments[entry["index"]] = arena.view(entry["offset"], entry["shape"],
+                                                       _dtype_named(torch, entry["dtype"]))
+            self.inputs.append(arguments)
+        self.graph = None
+        self.graph_outputs: list | None = None
+        self.capture_error: str | None = None
+        self.mode = "loop"
+
+    def _call(self, index: int) -> list[dict]:
+        """One call into the arena; where its outputs are (offset, shape, strides, dtype)."""
+        torch = self.torch
+        self.allocations.begin(self.layout.outputs[index])
+        with self.allocations:
+            outputs = self.function(*self.inputs[index])
+        described = []
+        base = self.arena.bytes.data_ptr()
+        for leaf in tensor_leaves(outputs, torch):
+            if not isinstance(leaf, torch.Tensor):
+                raise TrustedClockError("output_type", "a trusted batch's output is not a tensor")
+            offset = leaf.data_ptr() - base
+            span = storage_span(leaf.shape, leaf.stride(), leaf.element_size())
+            if leaf.device != self.arena.bytes.device or offset < 0 or offset + span > self.arena.size:
+                # Not in the arena (a persistent buffer, say): copied into the call's region,
+                # at the cost of the copy.
+                slot = self.allocations.take(leaf.numel() * leaf.element_size())
+                if slot is None:
+                    raise TrustedClockError("harness_error", "a trusted batch's output region is too small")
+                target = self.arena.view(slot, list(leaf.shape), leaf.dtype)
+                target.copy_(leaf)
+                leaf, offset = target, slot
+            described.append({"offset": int(offset), "shape": list(leaf.shape), "strides": list(leaf.stride()),
+                              "dtype": str(leaf.dtype).replace("torch.", "")})
+        return described
+
+    def prepare(self) -> dict:
+        """Captures the batch on CUDA (falling back to calls one after another when the
+        function cannot be captured) and runs it once."""
+        torch = self.torch
+        if self.device.kind == "cuda":
+            try:
+                side = torch.cuda.Stream()
+                side.wait_stream(torch.cuda.current_stream())
+                with torch.no_grad(), torch.cuda.stream(side):
+                    for index in range(min(2, self.layout.calls)):
+                        self._call(index)
+                torch.cuda.current_stream().wait_stream(side)
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.no_grad(), torch.cuda.graph(graph):
+                    described = [self._call(index) for index in range(self.layout.calls)]
+                torch.cuda.synchronize()
+                self.graph, self.graph_outputs, self.mode = graph, described, "graph"
+            except TrustedClockError:
+                raise
+            except Exception as error:  # whatever the capture tripped over
+                self.capture_error = f"{type(error).__name__}: {error}"
+                self.device.recover_from_capture()
+        self.run()
+        return {"mode": self.mode, "capture_error": self.capture_error,
+                "outputs": self.graph_outputs}
+
+    def run(self) -> dict:
+        torch = self.torch
+        started = time.perf_counter_ns()
+        with torch.no_grad():
+            if self.graph is not None:
+                self.graph.replay()
+                described = None
+            else:
+                described = [self._call(index) for index in range(self.layout.calls)]
+        self.device.synchronize()
+        return {"outputs": described, "host_us": (time.perf_counter_ns() - started) / 1000.0}
+
+
+# ---------------------------------------------------------------------------------------
+# The reference side
+
+
+class TrustedClock:
+    """Plans, runs and judges the trusted batches of one session (reference side).
+
+    ``eager`` is the reference's own timer (its function computes the expected outputs);
+    ``make_inputs`` the session's input factory; ``request`` sends a message to the
+    candidate's process and returns its answer (``RemoteContender.request``)."""
+
+    def __init__(self, torch: Any, device: Any, eager: Any, make_inputs: Callable[[int], list],
+                 rng: random.Random, settings: dict | None = None, atol: float = 1e-2, rtol: float = 1e-2):
+        self.torch = torch
+        self.device = device
+        self.eager = eager
+        self.make_inputs = make_inputs
+        self.rng = rng
+        self.settings = {**DEFAULTS, **(settings or {})}
+        self.atol, self.rtol = atol, rtol
+        self.arena: arena_module.Arena | None = None
+        self.layout: Layout | None = None
+        self.output_specs: list[dict] = []
+        self.fixed_outputs: list | None = None
+        self.mode: str | None = None
+        self.capture_error: str | None = None
+        self.batches: list[dict] = []
+        self.setup_s = 0.0
+
+    def _per_device(self, name: str):
+        value = self.settings[name]
+        return value[self.device.kind] if isinstance(value, dict) else value
+
+    @property
+    def margin(self) -> float:
+        return float(self._per_device("margin"))
+
+    # -- setting up ---------------------------------------------------------------------
+    def setup(self, request: Callable[..., dict], socket_path: str, per_call_us: float, timeout_s: float) -> None:
+        started = time.monotonic()
+        torch = self.torch
+        template = self.make_inputs(self.rng.getrandbits(62))
+        input_specs = [{"index": index, "shape": list(value.shape), "dtype": str(value.dtype).replace("torch.", ""),
+                        "nbytes": value.numel() * value.element_size()}
+                       for index, value in enumerate(template) if isinstance(value, torch.Tensor)]
+        with torch.no_grad():
+            outputs = self.eager.function(*template)
+        self.device.synchronize()
+        leaves = tensor_leaves(outputs, torch)
+        if not leaves or not all(isinstance(leaf, torch.Tensor) for leaf in leaves):
+            raise TrustedClockError("harness_error", "the reference's outputs are not tensors; no trusted batches")
+        self.output_specs = [{"shape": list(leaf.shape), "dtype": str(leaf.dtype).replace("torch.", ""),
+                              "nbytes": leaf.numel() * leaf.element_size()} for leaf in leaves]
+        output_bytes = sum(align(spec["nbytes"]) for spec in self.output_specs)
+        per_call_bytes = sum(align(spec["nbytes"]) for spec in input_specs) + OUTPUT_ROOM * output_bytes
+        wanted = math.ceil(float(self._per_device("target_us")) / max(per_call_us, 0.5))
+        fitting = int(self._per_device("memory_bytes")) // max(per_call_bytes, 1)
+        calls = max(1, min(wanted, int(self.settings["max_calls"]), fitting))
+        self.layout = Layout.plan(self.rng, calls, input_specs, output_bytes)
+        self.arena = arena_module.Arena.create(torch, self.device.kind, self.layout.size,
+                                               getattr(self.device, "index", 0))
+        offer = arena_module.ArenaOffer(socket_path)
+        try:
+            self.poison()
+            request({"op": "trusted_arena", "socket": socket_path, "size": self.arena.size}, ("trusted_arena_waiting",))
+            offer.hand_over(self.arena, timeout_s)
+        finally:
+            offer.close()
+        reply = request({"op": "trusted_setup", "layout": self.layout.to_json(), "outputs": self.output_specs},
+                        ("trusted_ready",))
+        self.mode = str(reply.get("mode"))
+        if self.mode not in ("graph", "loop"):
+            raise TrustedClockError("harness_error", "the candidate side prepared trusted batches in no known way")
+        if self.mode == "graph":
+            self.fixed_outputs = self.validated_outputs(reply.get("outputs"))
+        self.capture_error = reply.get("capture_error")
+        self.setup_s = time.monotonic() - started
+
+    # -- one batch ------------------------------------------------------------------------
+    def poison(self) -> None:
+        for start, end in self.layout.outputs:
+            self.arena.bytes[start:end].fill_(POISON_BYTE)
+
+    def choose_calls(self) -> list[int]:
+        count = min(self.layout.calls, int(self.settings["checked_calls"]))
+        return sorted(self.rng.sample(range(self.layout.calls), count))
+
+    def write_inputs(self, seeds: list[int]) -> None:
+        torch = self.torch
+        # In reverse, so that the first calls find their inputs where the last write left them.
+        for call in reversed(range(self.layout.calls)):
+            fresh = self.make_inputs(seeds[call])
+            for entry in self.layout.inputs[call]:
+                value = fresh[entry["index"]]
+                target = self.arena.view(entry["offset"], entry["shape"], _dtype_named(torch, entry["dtype"]))
+                if tuple(value.shape) != tuple(target.shape) or value.dtype != target.dtype:
+                    raise TrustedClockError("harness_error", "the task's inputs change shape or dtype between seeds;"
+                                                             " trusted batches need fixed shapes")
+                target.copy_(value)
+
+    def positions(self, numel: int, seed: int):
+        """Up to max_elements logical positions of a tensor of ``numel`` elements, one per
+        equal stratum (every region of the output is looked at), drawn from ``seed``."""
+        torch = self.torch
+        count = min(numel, int(self.settings["max_elements"]))
+        if count == numel:
+            return torch.arange(numel, device=self.arena.bytes.device)
+        generator = torch.Generator(device=self.arena.bytes.device).manual_seed(seed)
+        points = torch.rand(count, generator=generator, device=self.arena.bytes.device, dtype=torch.float64)
+        points += torch.arange(count, device=self.arena.bytes.device, dtype=torch.float64)
+        return (points * (numel / count)).long().clamp_(max=numel - 1)
+
+    def _strided_values(self, leaf: dict, logical):
+        """The values at ``logical`` positions of the strided tensor ``leaf`` describes."""
+        torch = self.torch
+        dtype = _dtype_named(torch, leaf["dtype"])
+        itemsize = _element_size(torch, dtype)
+        storage = logical.new_zeros(logical.shape)
+        remaining = logical.clone()
+        for extent, stride in zip(reversed(leaf["shape"]), reversed(leaf["strides"])):
+            extent = max(int(extent), 1)
+            storage += (remaining % extent) * int(stride)
+            remaining //= extent
+        span = storage_span(leaf["shape"], leaf["strides"], itemsize)
+        flat = self.arena.bytes[leaf["offset"]:leaf["offset"] + max(span, itemsize)].view(dtype)
+        return flat[storage]
+
+    def draw_positions(self, chosen: list[int]) -> list[list]:
+        """For each chosen call, the logical positions of each output to read back: drawn
+        in secret for each batch, before its clock starts."""
+        drawn = []
+        for _ in chosen:
+            drawn.append([self.positions(math.prod(spec["shape"]), self.rng.getrandbits(62)) if math.prod(spec["shape"])
+                          else None for spec in self.output_specs])
+        return drawn
+
+    def read_back(self, described: list[list[dict]], chosen: list[int], positions: list[list]) -> list:
+        """The values at ``positions`` of the chosen calls' outputs, copied out of the arena
+        (on CUDA in one transfer: each gathered piece is cast to bytes so that outputs of
+        several dtypes travel together)."""
+        torch = self.torch
+        gathered = [[self._strided_values(leaf, logical) if logical is not None else None
+                     for leaf, logical in zip(described[call], drawn)] for call, drawn in zip(chosen, positions)]
+        pieces = [value for values in gathered for value in values if value is not None]
+        if not pieces:
+            return gathered
+        joined = torch.cat([piece.reshape(-1).view(torch.uint8) for piece in pieces]).cpu()
+        copies, cursor = [], 0
+        for piece in pieces:
+            size = piece.numel() * piece.element_size()
+            copies.append(joined[cursor:cursor + size].view(piece.dtype))
+            cursor += size
+        copied = iter(copies)
+        return [[next(copied) if value is not None else None for value in values] for values in gathered]
+
+    def validated_outputs(self, described: Any) -> list[list[dict]]:
+        """The candidate's account of where its outputs are, refused unless every output has
+        the reference's shape and dtype and lies in its own call's regions, with no two
+        outputs sharing a byte."""
+        torch = self.torch
+        if not isinstance(described, list) or len(described) != self.layout.calls:
+            raise TrustedClockError("timed_output_mismatch", "the candidate side did not say where a trusted batch's"
+                                                             " outputs are")
+        spans = []
+        for call, leaves in enumerate(described):
+            if not isinstance(leaves, list) or len(leaves) != len(self.output_specs):
+                raise TrustedClockError("timed_output_mismatch",
+                                        f"call {call} of a trusted batch returned {len(leaves) if isinstance(leaves, list) else 'no'}"
+                                        f" outputs instead of {len(self.output_specs)}")
+            regions = self.layout.regions_of(call, torch)
+            for position, (leaf, spec) in enumerate(zip(leaves, self.output_specs)):
+                try:
+                    offset, shape = int(leaf["offset"]), [int(extent) for extent in leaf["shape"]]
+                    strides, dtype = [int(stride) for stride in leaf["strides"]], str(leaf["dtype"])
+                except (KeyError, TypeError, ValueError):
+                    raise TrustedClockError("timed_output_mismatch", "the candidate side described a trusted batch's"
+                                                                     " output in a malformed way") from None
+                if shape != spec["shape"] or dtype != spec["dtype"] or len(strides) != len(shape) or min(strides, default=0) < 0:
+                    raise TrustedClockError("timed_output_mismatch",
+                                            f"output {position} of call {call} of a trusted batch is {dtype} {shape}"
+                                            f" where the reference's is {spec['dtype']} {spec['shape']}")
+                itemsize = _element_size(torch, _dtype_named(torch, dtype))
+                span = storage_span(shape, strides, itemsize)
+                if offset % itemsize or not any(start <= offset and offset + span <= end for start, end in regions):
+                    raise TrustedClockError("timed_output_mismatch",
+                                            f"output {position} of call {call} of a trusted batch lies outside the"
+                                            " memory of that call (its inputs and its output region)")
+                spans.append((offset, offset + span, call, position))
+                leaf.update(offset=offset, shape=shape, strides=strides, dtype=dtype)
+        spans.sort()
+        for (start, end, call, position), (next_start, _, next_call, next_position) in zip(spans, spans[1:]):
+            if next_start < end:
+                raise TrustedClockError("timed_output_mismatch",
+                                        f"outputs of calls {call} and {next_call} of a trusted batch share memory: every"
+                                        " call must produce its own outputs")
+        return described
+
+    def batch(self, request: Callable[..., dict], regime: str) -> dict:
+        """One trusted batch: its time per call as the trusted side bounds it, and the check
+        of its outputs. Raises TrustedClockError when the outputs are wrong or misplaced.
+        The inputs are as cold as the samples' of ``regime``: written before the cache flush
+        for CUDA graphs (whose samples write theirs before the lead), after it otherwise."""
+        torch = self.torch
+        seeds = [self.rng.getrandbits(62) for _ in range(self.layout.calls)]
+        chosen = self.choose_calls()
+        positions = self.draw_positions(chosen)
+        self.poison()
+        if regime == "cuda_graph":
+            self.write_inputs(seeds)
+            self.device.flush()
+        else:
+            self.device.flush()
+            self.write_inputs(seeds)
+        self.device.synchronize()
+        ready_ns = time.perf_counter_ns()
+        reply = request({"op": "trusted_batch"}, ("trusted_done",))
+        described = self.fixed_outputs if self.mode == "graph" else self.validated_outputs(reply.get("outputs"))
+        got = self.read_back(described, chosen, positions)
+        elapsed_us = (time.perf_counter_ns() - ready_ns) / 1000.0
+        bound_us = elapsed_us / self.layout.calls
+        # The expected outputs, computed here from the same seeds, after the clock stopped.
+        for index, call in enumerate(chosen):
+            with torch.no_grad():
+                expected = tensor_leaves(self.eager.function(*self.make_inputs(seeds[call])), torch)
+            for position, (want, have, logical) in enumerate(zip(expected, got[index], positions[index])):
+                if have is None:
+                    continue
+                problem = _mismatch(torch, want.reshape(-1)[logical].cpu(), have, self.atol, self.rtol)
+                if problem:
+                    raise TrustedClockError(
+                        "timed_output_mismatch",
+                        f"outputs the candidate produced in a trusted batch are wrong (call {call} of"
+                        f" {self.layout.calls}, output {position}): {problem}. Every output must be complete when"
+                        " forward returns, whoever reads it and whenever.", {"call": call, "output": position})
+        entry = {"elapsed_us": elapsed_us, "bound_us": bound_us, "calls": self.layout.calls,
+                 "host_us": _finite_or_none(reply.get("host_us"))}
+        self.batches.append(entry)
+        return entry
+
+    # -- the verdict on the reported times -------------------------------------------------
+    def judge(self, reported_us: list[float]) -> dict:
+        """Compares the candidate's reported per-call times with the trusted bound. The
+        summary's ``rejected`` is True when the reported median is below the median bound
+        by more than the margin."""
+        bounds = [batch["bound_us"] for batch in self.batches]
+        summary = {"mode": self.mode, "capture_error": self.capture_error,
+                   "calls_per_batch": self.layout.calls if self.layout else 0, "batches": len(bounds),
+                   "bound_us": bounds, "margin": self.margin,
+                   "setup_s": self.setup_s, "rejected": False, "unbounded": False}
+        if not bounds or not reported_us:
+            summary["ratio"] = None
+            return summary
+        bound = statistics.median(bounds)
+        reported = statistics.median(reported_us)
+        ratio = reported / bound if bound > 0 else math.inf
+        below = ratio < 1.0 - self.margin
+        # Calls one after another on a GPU (a candidate that cannot be captured) put the host's
+        # dispatch into the batch, which an honest host-bound candidate cannot help: there a
+        # shortfall leaves the speed unproven (no speed reward), not the candidate convicted.
+        unbounded = below and self.mode == "loop" and self.device.kind == "cuda"
+        summary.update({"bound_median_us": bound, "reported_median_us": reported, "ratio": ratio,
+                        "rejected": below and not unbounded, "unbounded": unbounded})
+        return summary
+
+    def close(self) -> None:
+        if self.arena is not None:
+            self.arena.close()
+            self.arena = None
+
+
+def _mismatch(torch: Any, want, have, atol: float, rtol: float) -> str | None:
+    if not isinstance(have, torch.Tensor) or have.shape != want.shape or have.dtype != want.dtype:
+        return "the values read back are malformed"
+    if want.is_complex():
+        want, have = torch.view_as_real(want), torch.view_as_real(have)
+    if want.is_floating_point():
+        w, h = (want.float(), have.float()) if want.element_size() < 4 else (want, have)
+        bad = ~torch.isclose(h, w, rtol=rtol, atol=atol, equal_nan=True)
+    else:
+        w, h = want, have
+        bad = want != have
+    if not bool(bad.any()):
+        return None
+    position = int(bad.nonzero()[0])
+    return (f"at sampled element {position} expected {w[position].item()!r}, found {h[position].item()!r}"
+            f" (atol {atol}, rtol {rtol})")
+
+
+def _finite_or_none(value: Any) -> float | None:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
