@@ -120,7 +120,7 @@ def _trusted_clock_summary(clock: dict | None) -> dict | None:
     """What the trusted clock measured of one session (its bound against the reported time)."""
     if not clock:
         return None
-    return {key: clock.get(key) for key in ("mode", "calls_per_batch", "batches", "bound_median_us",
+    return {key: clock.get(key) for key in ("mode", "calls_per_batch", "batches", "bound_us_fastest",
                                             "reported_median_us", "ratio", "margin", "capture_error")}
 
 

@@ -468,6 +468,13 @@ class CompileDriver {
   /// exceptions mean the driver could not work (CompileDriverError, SandboxError).
   [[nodiscard]] CompileResult build(const std::filesystem::path& candidate_directory,
                                     const std::filesystem::path& build_directory) {
+    return build(candidate_directory, build_directory, options_.libraries);
+  }
+
+  /// As above, with the library policy of one task (`libraries`, typically the
+  /// verifier's policy for the task within `options().libraries`) instead of the driver's.
+  [[nodiscard]] CompileResult build(const std::filesystem::path& candidate_directory,
+                                    const std::filesystem::path& build_directory, const LibraryPolicy& libraries) {
     const auto started = detail::compile::Clock::now();
     const Toolchain& tools = toolchain();
     const std::filesystem::path build = std::filesystem::absolute(build_directory).lexically_normal();
@@ -632,7 +639,7 @@ class CompileDriver {
     std::vector<std::pair<std::filesystem::path, std::string>> objects;
     for (const auto& outcome : outcomes) objects.emplace_back(outcome.object, outcome.key);
     std::sort(objects.begin(), objects.end());
-    return link(tools, build, objects, deadline, stop, result, log, finish, fail);
+    return link(tools, libraries, build, objects, deadline, stop, result, log, finish, fail);
   }
 
   /// Builds `candidate.source_directory` into `candidate.build_directory` (which must be
@@ -823,7 +830,9 @@ class CompileDriver {
     if (options_.device == "cuda") {
       flags.push_back("-isystem");
       flags.push_back((tools.cuda_home / "include").string());
-      if (options_.libraries.cudnn && !tools.cudnn_include_directory.empty()) {
+      // cuDNN's headers whatever the policy: only what a module links is decided by it,
+      // and flags that do not change with the task keep the object cache shared.
+      if (!tools.cudnn_include_directory.empty()) {
         flags.push_back("-isystem");
         flags.push_back(tools.cudnn_include_directory.string());
       }
@@ -861,18 +870,18 @@ class CompileDriver {
     return flags;
   }
 
-  std::vector<std::string> link_flags(const Toolchain& tools) const {
+  std::vector<std::string> link_flags(const Toolchain& tools, const LibraryPolicy& libraries) const {
     const std::string torch_lib = tools.torch_library_directory.string();
     std::vector<std::string> flags = {"-shared", "-L" + torch_lib, "-lc10", "-ltorch", "-ltorch_cpu", "-ltorch_python"};
     if (options_.device == "cuda") {
       for (const char* library : {"-lc10_cuda", "-ltorch_cuda"}) flags.emplace_back(library);
       flags.push_back("-L" + (tools.cuda_home / "lib64").string());
       flags.emplace_back("-lcudart");
-      if (options_.libraries.cublas) {
+      if (libraries.cublas) {
         flags.emplace_back("-lcublas");
         flags.emplace_back("-lcublasLt");
       }
-      if (options_.libraries.cudnn && !tools.cudnn_library.empty()) {
+      if (libraries.cudnn && !tools.cudnn_library.empty()) {
         flags.push_back(tools.cudnn_library.string());
         flags.push_back("-Wl,-rpath," + tools.cudnn_library.parent_path().string());
       }
@@ -1215,16 +1224,16 @@ class CompileDriver {
   }
 
   template <class Finish, class Fail>
-  CompileResult link(const Toolchain& tools, const std::filesystem::path& build,
+  CompileResult link(const Toolchain& tools, const LibraryPolicy& libraries, const std::filesystem::path& build,
                      const std::vector<std::pair<std::filesystem::path, std::string>>& objects,
                      detail::compile::Clock::time_point deadline,
                      std::stop_source& stop, CompileResult& result, detail::HeadTailBuffer& log, Finish& finish,
                      Fail& fail) {
     const auto started = detail::compile::Clock::now();
-    const std::vector<std::string> flags = link_flags(tools);
+    const std::vector<std::string> flags = link_flags(tools, libraries);
     detail::Sha256 hash;
     hash.update("cuda-agent link v2\n").update(tools.key).update(detail::compile::join(flags, "\n"));
-    nlohmann::json policy = options_.libraries;
+    nlohmann::json policy = libraries;
     hash.update(policy.dump());
     for (const auto& [object, key] : objects) hash.update("\n").update(object.string()).update("=").update(key);
     const std::string link_key = hash.hex_digest();
@@ -1292,10 +1301,11 @@ class CompileDriver {
     }
     std::vector<std::string> violations;
     for (const std::string& symbol : symbols->undefined)
-      if (std::string why = detail::library_policy_violation(symbol, options_.libraries); !why.empty())
+      if (std::string why = detail::library_policy_violation(symbol, libraries); !why.empty())
         violations.push_back(std::move(why));
     if (!violations.empty()) {
       std::filesystem::remove(partial, error);
+      result.details["library_policy_violations"] = violations;
       for (std::size_t i = 1; i < violations.size(); ++i)
         result.diagnostics.push_back(
             {std::string(candidate_kernels_directory), 0, 0, DiagnosticSeverity::error, "the extension " + violations[i]});

@@ -66,6 +66,7 @@ enum class RejectionReason {
   forbidden_operation,     ///< torch compute ran inside ModelNew.forward
   forbidden_module,        ///< used a module the contract excludes (threads, processes, frame walking, ...)
   forbidden_construct,     ///< source constructs the contract excludes (try/except fallback, monkeypatching, reflection, ...)
+  forbidden_symbol,        ///< the built extension links a symbol outside the contract's allowlist
   kernel_not_launched,     ///< the custom extension did no work during forward
   output_type,             ///< an output is not exactly torch.Tensor (or the structure's type differs)
   output_structure,        ///< a different number or nesting of outputs
@@ -79,6 +80,8 @@ enum class RejectionReason {
   global_state_modified,   ///< process-wide torch settings changed (baseline sabotage)
   work_outlived_call,      ///< threads, processes or unjoined streams still running after forward
   timed_output_mismatch,   ///< outputs produced while being timed were wrong
+  time_below_trusted_bound,  ///< the reported time is below what the trusted side's own clock allows
+  task_unfit,              ///< the task cannot tell real implementations from null ones; not scored
   timeout,                 ///< exceeded its time budget (hung kernel, endless loop)
   crashed,                 ///< the candidate's process died (signal, illegal address, abort)
   runtime_error,           ///< ModelNew's constructor or forward raised an exception
@@ -86,7 +89,7 @@ enum class RejectionReason {
 };
 
 namespace detail {
-inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 24> rejection_reason_names{{
+inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 27> rejection_reason_names{{
     {RejectionReason::compile_error, "compile_error"},
     {RejectionReason::load_error, "load_error"},
     {RejectionReason::interface_mismatch, "interface_mismatch"},
@@ -94,6 +97,7 @@ inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 24> re
     {RejectionReason::forbidden_operation, "forbidden_operation"},
     {RejectionReason::forbidden_module, "forbidden_module"},
     {RejectionReason::forbidden_construct, "forbidden_construct"},
+    {RejectionReason::forbidden_symbol, "forbidden_symbol"},
     {RejectionReason::kernel_not_launched, "kernel_not_launched"},
     {RejectionReason::output_type, "output_type"},
     {RejectionReason::output_structure, "output_structure"},
@@ -107,6 +111,8 @@ inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 24> re
     {RejectionReason::global_state_modified, "global_state_modified"},
     {RejectionReason::work_outlived_call, "work_outlived_call"},
     {RejectionReason::timed_output_mismatch, "timed_output_mismatch"},
+    {RejectionReason::time_below_trusted_bound, "time_below_trusted_bound"},
+    {RejectionReason::task_unfit, "task_unfit"},
     {RejectionReason::timeout, "timeout"},
     {RejectionReason::crashed, "crashed"},
     {RejectionReason::runtime_error, "runtime_error"},
@@ -229,6 +235,10 @@ struct ProfileResult {
   std::optional<SpeedupEstimate> versus_compile;
   /// Set when timing found the candidate wrong (outputs re-checked) or broken.
   std::optional<Rejection> rejection;
+  /// Whether the verdicts may earn speed rewards. False where the samples come from host
+  /// timers on a CPU: a shared machine's load moves them by more than any threshold, so
+  /// there a correct candidate earns 1 at most, whatever its verdicts say.
+  bool rewardable = true;
   /// Device name, clocks, throttling, sample budget, ...
   nlohmann::json details = nlohmann::json::object();
 
@@ -249,6 +259,12 @@ struct Evaluation {
   [[nodiscard]] bool correct() const noexcept {
     return compile.succeeded && verification && verification->correct && !(profile && profile->rejection);
   }
+  /// False when the task itself cannot be scored (RejectionReason::task_unfit: it cannot
+  /// tell a real implementation from a null one): such an evaluation says nothing about the
+  /// candidate, and a trainer skips it instead of scoring it.
+  [[nodiscard]] bool scored() const noexcept {
+    return !(verification && verification->rejection && verification->rejection->reason == RejectionReason::task_unfit);
+  }
   /// The first rejection on the way, if any. The verifier's static checks may reject a
   /// candidate before it is compiled, so its verdict comes first.
   [[nodiscard]] std::optional<Rejection> rejection() const {
@@ -262,9 +278,14 @@ struct Evaluation {
 /// A scalar reward with a readable account of how it was reached.
 struct Reward {
   double value = 0;
-  /// A short tag such as "faster_than_compile".
+  /// A short tag such as "faster_than_compile". `unscored_label` marks an evaluation of a
+  /// task unfit to be scored (`Evaluation::scored()` is false): its value (0) is no reward,
+  /// and a trainer skips the sample.
   std::string label;
   std::string explanation;
+
+  static constexpr std::string_view unscored_label = "unscored";
+  [[nodiscard]] bool scored() const noexcept { return label != unscored_label; }
 };
 
 // ---------------------------------------------------------------------------------------
@@ -399,6 +420,7 @@ inline void to_json(nlohmann::json& out, const ProfileResult& result) {
          {"versus_eager", detail::optional_json(result.versus_eager)},
          {"versus_compile", detail::optional_json(result.versus_compile)},
          {"rejection", detail::optional_json(result.rejection)},
+         {"rewardable", result.rewardable},
          {"details", result.details}};
 }
 
@@ -416,11 +438,13 @@ inline void from_json(const nlohmann::json& in, ProfileResult& result) {
   detail::optional_from_json(in, "versus_eager", result.versus_eager);
   detail::optional_from_json(in, "versus_compile", result.versus_compile);
   detail::optional_from_json(in, "rejection", result.rejection);
+  result.rewardable = in.value("rewardable", true);
   result.details = in.value("details", nlohmann::json::object());
 }
 
 inline void to_json(nlohmann::json& out, const Evaluation& evaluation) {
   out = {{"correct", evaluation.correct()},
+         {"scored", evaluation.scored()},
          {"compile", evaluation.compile},
          {"verification", detail::optional_json(evaluation.verification)},
          {"profile", detail::optional_json(evaluation.profile)}};
@@ -433,7 +457,7 @@ inline void from_json(const nlohmann::json& in, Evaluation& evaluation) {
 }
 
 inline void to_json(nlohmann::json& out, const Reward& reward) {
-  out = {{"value", reward.value}, {"label", reward.label}, {"explanation", reward.explanation}};
+  out = {{"value", reward.value}, {"label", reward.label}, {"explanation", reward.explanation}, {"scored", reward.scored()}};
 }
 
 inline void from_json(const nlohmann::json& in, Reward& reward) {

@@ -67,6 +67,22 @@ struct TimingBudget {
   int calibration_samples = 5;
 };
 
+/// The trusted clock of a timing session (the harness's trusted_clock.py): batches of the
+/// candidate's calls timed by the reference side's own clock, on inputs it placed in memory
+/// it owns and lends to the candidate's process, with outputs it reads back itself. A
+/// candidate whose reported time per call is below that bound by more than `margin` is
+/// rejected (`time_below_trusted_bound`); for the A/A kinds ("reference", "compile") the
+/// bound is only reported.
+struct TrustedClockOptions {
+  bool enabled = true;
+  /// How far below the bound a reported time may be, as a fraction of the bound. Unset: the
+  /// harness's default for the device (5% on CUDA; 50% on the CPU, where the samples are
+  /// taken cold and the batches warm).
+  std::optional<double> margin;
+  /// Trusted batches per comparison at least; rounds drawn with `check_probability` add more.
+  int min_batches = 3;
+};
+
 struct HarnessProfilerOptions {
   /// Interpreter with torch, for both sides (the sandbox must be able to run it).
   std::filesystem::path python;
@@ -97,8 +113,10 @@ struct HarnessProfilerOptions {
   /// ... or when the SM clock differs by more than this (a clock change moves compute-bound
   /// and memory-bound kernels unequally, which the anchor cannot carry over).
   double stale_clock_tolerance = 0.05;
-  /// Share of rounds whose timed outputs are re-checked (the last round always is).
+  /// Share of rounds followed by a trusted batch, whose outputs the reference side reads back
+  /// and checks (`trusted_clock.min_batches` per comparison at least).
   double check_probability = 0.2;
+  TrustedClockOptions trusted_clock;
   double atol = 1e-2;
   double rtol = 1e-2;
   /// aten operators allowed inside ModelNew.forward beyond the contract's creation, copy
@@ -135,6 +153,13 @@ inline std::vector<double> cached_times(const nlohmann::json& cached, const char
   return times;
 }
 
+/// Whether the trusted clock could not bound the candidate's time (its calls ran one after
+/// another, and the reported time fell short of the bound): its speed is then unproven.
+inline bool trusted_clock_unbounded(const nlohmann::json& details) {
+  const auto clock = details.find("trusted_clock");
+  return clock != details.end() && clock->is_object() && clock->value("unbounded", false);
+}
+
 inline Rejection rejection_from(const nlohmann::json& session) {
   if (const auto found = session.find("rejection"); found != session.end() && found->is_object())
     return found->get<Rejection>();
@@ -160,7 +185,8 @@ inline Rejection rejection_from(const nlohmann::json& session) {
   nlohmann::json& details = result.details;
   for (const char* field : {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason",
                             "compile_source", "baseline_cache", "reference_clock_mhz", "implausible_clock_readings",
-                            "compile_seconds", "elapsed_s", "warnings", "timing_constants", "dispatch_cover", "time_budget"})
+                            "compile_seconds", "elapsed_s", "warnings", "timing_constants", "dispatch_cover", "time_budget",
+                            "trusted_clock"})
     if (session.contains(field)) details[field] = session[field];
   result.regime = session.value("regime", "per_call") == "cuda_graph" ? TimingRegime::cuda_graph
                   : session.value("regime", "per_call") == "batched"  ? TimingRegime::batched
@@ -476,6 +502,7 @@ class HarnessProfiler {
           {"warmup_s", o.budget.warmup_seconds},
           {"calibration_samples", o.budget.calibration_samples}}},
         {"check", {{"probability", o.check_probability}, {"atol", o.atol}, {"rtol", o.rtol}}},
+        {"trusted_clock", trusted_clock_request()},
         {"short_kernel_us", o.short_kernel_us},
         {"throttle_tolerance", o.throttle_tolerance},
         {"stale_tolerance", o.stale_tolerance},
@@ -484,6 +511,16 @@ class HarnessProfiler {
     };
     if (!o.baseline_cache_directory.empty())
       request["baseline_cache"] = {{"directory", o.baseline_cache_directory.string()}};
+    return request;
+  }
+
+  /// The trusted clock's part of the reference side's request.
+  [[nodiscard]] nlohmann::json trusted_clock_request() const {
+    const TrustedClockOptions& clock = options_.trusted_clock;
+    nlohmann::json request = {{"enabled", clock.enabled},
+                              {"enforce", options_.candidate_kind == "model_new"},
+                              {"min_batches", clock.min_batches}};
+    if (clock.margin) request["margin"] = *clock.margin;
     return request;
   }
 
@@ -507,6 +544,9 @@ class HarnessProfiler {
     else
       result.rejection = Rejection{RejectionReason::harness_error,
                                    "the timing session failed: " + outcome.reference_failure, {}};
+    // Host timers on a shared CPU move by more than any threshold, and a time the trusted
+    // clock could not bound is unproven: their verdicts are shown, never rewarded.
+    result.rewardable = options_.device == "cuda" && !detail::trusted_clock_unbounded(result.details);
     result.details["candidate_side"] = outcome.candidate_side;
     result.details["settled_ms"] = outcome.settled_ms;
     result.details["seed"] = seed;

@@ -17,12 +17,17 @@
 ///
 /// Nothing the candidate's process reports is taken as proof of correctness: it can
 /// only reject itself. The checks (see the harness's `candidate.py` and `reference.py`):
-/// static scans of model_new.py and the C++ sources; strict `load_state_dict` of the
-/// reference's weights; >= 5 input sets from seeds drawn for this verification and sent to
-/// the candidate only after it was constructed, the last ones scaled outside the default
-/// distribution; outputs poisoned before every call and two runs per set that must both
-/// match; exact `torch.Tensor` outputs with the reference's structure, shape, dtype and
-/// device; per-dtype tolerances; NaN/Inf where the reference is finite; inputs unchanged
+/// static scans of model_new.py and the C++ sources; the task's null-model audit (once per
+/// task: stress inputs where a null model would pass its own inputs, and no score at all
+/// for a task that cannot tell real implementations from null ones); strict
+/// `load_state_dict` of the reference's weights, every floating parameter and buffer
+/// perturbed; >= 5 input sets from seeds drawn for this verification, the last ones scaled
+/// outside the default distribution, handed to the candidate one call at a time after it
+/// was constructed, in a plan it cannot predict (how many calls each set gets, in which
+/// order, at which addresses: see the harness's `plans.py`); outputs poisoned before every
+/// call and at least two calls per set that must all match; exact `torch.Tensor` outputs
+/// with the reference's structure, shape, dtype and device; per-dtype tolerances with atol
+/// scaled to the output's magnitude; NaN/Inf where the reference is finite; inputs unchanged
 /// unless the reference changes them; inside `forward` only the extension and tensor
 /// creation, copy and metadata operators (a TorchDispatchMode sees what C++ calls too);
 /// the extension's kernels must run; no thread, process or unjoined stream may outlive a
@@ -66,6 +71,7 @@
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/tolerance.hpp"
 #include "cuda_agent/verifier.hpp"
+#include "cuda_agent/verify/link_policy.hpp"
 
 namespace cuda_agent {
 
@@ -73,18 +79,29 @@ namespace cuda_agent {
 struct VerificationPolicy {
   /// Input sets, each from its own seed (at least 5 are required for a verdict of correct).
   int input_sets = 5;
-  /// Calls per input set; all must match (two runs catch reads of stale or uninitialised
-  /// memory and races).
+  /// Calls per input set at least; all must match (two runs catch reads of stale or
+  /// uninitialised memory and races).
   int runs_per_set = 2;
+  /// Up to this many further calls (at least one when positive), each on an input set drawn
+  /// at random: the number of calls varies from set to set and from one verification to the
+  /// next, and every call is checked.
+  int extra_calls = 2;
   /// Factors for the floating-point inputs of the last input sets (one per set), so that a
   /// candidate cannot rely on the default input distribution (a clamp never reached).
   std::vector<double> stress_scales{2.0, 4.0};
   TolerancePolicy tolerance = TolerancePolicy::paper();
   /// "eval" (the CUDA Agent paper) or "train" (KernelBench's default module state).
   std::string model_mode = "eval";
-  /// Give normalization layers random affine parameters and running statistics (their
-  /// defaults make an evaluated BatchNorm the identity).
-  bool perturb_normalization = true;
+  /// Perturb every floating parameter and persistent buffer of the reference, keeping its
+  /// scale (the harness's `models.perturb_parameters`): defaults such as a BatchNorm's
+  /// weight 1 and bias 0, or a gain initialized to ones, would let a kernel that ignores
+  /// them pass.
+  bool perturb_weights = true;
+  /// Audit the task against null models (zeros, a constant, the mean, the input, the first
+  /// set's outputs) before its first verification, once per task (`HarnessVerifier::audit`):
+  /// the stress distributions it finds replace some of the task's own input sets, and a
+  /// task that no distribution rescues is rejected as `task_unfit`, never scored.
+  bool audit_task = true;
   /// The static checks of model_new.py and the C++/CUDA sources, before anything runs.
   bool static_checks = true;
   /// On CUDA, profile one call: the candidate's kernels must run, and no kernel on
@@ -93,14 +110,22 @@ struct VerificationPolicy {
   /// Run the reference twice on the first input set and refuse a task whose reference
   /// is not deterministic.
   bool check_reference_determinism = true;
-  /// cuBLAS and cuDNN, as the compile driver allows them.
+  /// cuBLAS and cuDNN, as the compile driver allows them; by default derived per task
+  /// from the operators the reference runs (see `HarnessVerifier::library_policy`).
   LibraryPolicy libraries;
+  /// Check every symbol the built extension links against the contract's allowlist
+  /// (verify/link_policy.hpp) before any of its code runs. Independent of
+  /// `static_checks`: it judges the compiled module, not the sources.
+  bool check_linked_symbols = true;
   /// aten operators ("cat", "aten.cat") allowed inside forward on top of the creation,
   /// copy and metadata operators.
   std::vector<std::string> extra_allowed_operations;
   /// Fixed seeds (to reproduce a verification); empty: drawn from the system's entropy.
   std::vector<std::uint32_t> seeds;
   std::optional<std::uint32_t> init_seed;
+  /// The seed of the verification plan (calls per set, order, placement of the inputs),
+  /// which only the reference process sees; empty: drawn from the system's entropy.
+  std::optional<std::uint64_t> plan_seed;
   /// The whole verification (both processes), from start to verdict.
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
 };
@@ -132,6 +157,10 @@ struct HarnessOptions {
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   /// See `HarnessWorkerOptions::prepared_child`.
   bool prepared_children = true;
+  /// Where task audits are kept between verifiers (one JSON file per task, harness version
+  /// and verification policy; the directory must be the host's alone). Empty: each verifier
+  /// keeps its audits in memory only.
+  std::filesystem::path audit_cache_directory;
   /// Short progress lines ("starting the harness workers", ...).
   std::function<void(std::string_view)> progress;
 };
@@ -185,8 +214,8 @@ class HarnessVerifier {
       : options_(std::move(options)), policy_(std::move(policy)) {
     if (options_.device != "cuda" && options_.device != "cpu")
       throw std::invalid_argument("HarnessVerifier: unknown device '" + options_.device + "'; use \"cuda\" or \"cpu\"");
-    if (policy_.input_sets < 1 || policy_.runs_per_set < 1)
-      throw std::invalid_argument("HarnessVerifier: input_sets and runs_per_set must be positive");
+    if (policy_.input_sets < 1 || policy_.runs_per_set < 1 || policy_.extra_calls < 0)
+      throw std::invalid_argument("HarnessVerifier: input_sets and runs_per_set must be positive, extra_calls not negative");
     if (!options_.sandbox_factory) throw std::invalid_argument("HarnessVerifier: no sandbox factory");
     if (options_.python.empty()) {
       const char* configured = std::getenv("CUDA_AGENT_PYTHON");
@@ -258,20 +287,28 @@ class HarnessVerifier {
   }
 
   /// Whether the task tells real implementations from null ones (zeros, a constant, the
-  /// mean, the input): the audit handler's report.
+  /// mean, the input, the first set's outputs), and which stress distributions it needs for
+  /// that: the audit handler's report ("degenerate": a null model passes the task's own
+  /// inputs; "stress": the distributions that make every null model fail; "unfit": none
+  /// does, with "message"). Computed once per task, harness version and policy, then taken
+  /// from the cache (in memory, and in `HarnessOptions::audit_cache_directory` when set);
+  /// "cached" says which.
   [[nodiscard]] nlohmann::json audit(const Task& task) {
     prepare();
     const std::lock_guard lock(state_->mutex);
     start_workers();
-    const auto [seeds, init_seed] = draw_seeds();
-    nlohmann::json arguments = common_arguments(task, init_seed);
-    arguments["seeds"] = seeds;
-    arguments["scales"] = scales(static_cast<int>(seeds.size()));
-    arguments["tolerance"] = policy_.tolerance;
-    const HarnessReply reply = state_->reference->call("audit", arguments, policy_.timeout);
-    if (!reply.has_result())
-      throw HarnessError("the audit of " + task.name + " failed: " + reply.error_text() + " " + reply.output());
-    return reply.result();
+    return audit_of(task);
+  }
+
+  /// The library policy of `task`: the policy's own when it is fixed, else cuBLAS where
+  /// the reference multiplies matrices or convolves and cuDNN where it convolves, within
+  /// what the policy allows. The reference worker records the operators the reference
+  /// runs (the harness's `library_policy` handler), once per task.
+  [[nodiscard]] LibraryPolicy library_policy(const Task& task) {
+    prepare();
+    const std::lock_guard lock(state_->mutex);
+    start_workers();
+    return task_libraries(task);
   }
 
   /// Decides whether `candidate` (built: its build directory holds the extension)
@@ -292,6 +329,9 @@ class HarnessVerifier {
     std::unique_ptr<HarnessWorker> reference;
     std::unique_ptr<HarnessWorker> candidate;
     std::set<std::string> references_written;
+    std::map<std::string, nlohmann::json> audits;
+    /// Library policies derived per task (by content hash), with what decided them.
+    std::map<std::string, std::pair<LibraryPolicy, nlohmann::json>> task_libraries;
   };
 
   void report(std::string_view line) const {
@@ -324,7 +364,7 @@ class HarnessVerifier {
     if (write_embedded_resources("harness/", harness).empty())
       throw HarnessError("this build of cuda-agent carries no evaluation harness (resources/harness is missing)");
     detail::seal_tree(harness);
-    for (std::string_view name : {"references", "candidates", "sessions", "channels", "scratch"})
+    for (std::string_view name : {"references", "candidates", "sessions", "channels", "scratch", "rendezvous"})
       detail::make_open_directory(path(name));
     using std::filesystem::perms;
     // The channels are the host's: workers may pass through, but list and change nothing.
@@ -336,6 +376,9 @@ class HarnessVerifier {
       detail::make_open_directory(path("scratch") / std::string(role));
     }
     detail::give_to(path("scratch") / "reference", options_.reference_identity);
+    // Where the reference side of a timing session listens for the candidate side, to hand
+    // it the memory of the trusted batches: only the reference's user creates anything there.
+    detail::give_to(path("rendezvous"), options_.reference_identity);
     detail::give_to(path("scratch") / "candidate", options_.candidate_identity);
     state_->prepared = true;
   }
@@ -350,6 +393,7 @@ class HarnessVerifier {
     mount(path("harness"), Mount::Access::read_only);
     mount(path("references"), Mount::Access::read_only);
     mount(path("channels") / role, Mount::Access::read_only);
+    mount(path("rendezvous"), reference ? Mount::Access::read_write : Mount::Access::read_only);
     if (reference) {
       mount(path("sessions"), Mount::Access::read_only);
       sandbox.hidden_paths.push_back(path("candidates"));
@@ -420,16 +464,103 @@ class HarnessVerifier {
       if (failure) std::rethrow_exception(failure);
   }
 
-  std::pair<std::vector<std::uint32_t>, std::uint32_t> draw_seeds() const {
+  std::pair<std::vector<std::uint32_t>, std::uint32_t> draw_seeds(int count = 0) const {
+    const int wanted = count > 0 ? count : policy_.input_sets;
     std::random_device entropy;
     std::vector<std::uint32_t> seeds = policy_.seeds;
     std::set<std::uint32_t> seen(seeds.begin(), seeds.end());
-    while (static_cast<int>(seeds.size()) < policy_.input_sets) {
+    while (static_cast<int>(seeds.size()) < wanted) {
       const std::uint32_t seed = entropy();
       if (seen.insert(seed).second) seeds.push_back(seed);
     }
-    seeds.resize(static_cast<std::size_t>(policy_.input_sets));
+    seeds.resize(static_cast<std::size_t>(wanted));
     return {seeds, policy_.init_seed.value_or(entropy())};
+  }
+
+  /// The input sets of a verification: (scale, distribution) each. The task's own sets of
+  /// `scales()`, with the audit's stress distributions in the unscaled places after the
+  /// first (the first stays the task's own, which the reference's determinism check
+  /// uses), and in further sets where those places run out.
+  std::pair<std::vector<double>, nlohmann::json> input_sets(const nlohmann::json& stress) const {
+    std::vector<double> set_scales = scales(policy_.input_sets);
+    nlohmann::json distributions = nlohmann::json::array();
+    for (std::size_t i = 0; i < set_scales.size(); ++i) distributions.push_back(nullptr);
+    std::size_t next = 0;
+    for (std::size_t i = 1; i < set_scales.size() && next < stress.size(); ++i)
+      if (set_scales[i] == 1.0) distributions[i] = stress[next++];
+    for (; next < stress.size(); ++next) {
+      set_scales.push_back(1.0);
+      distributions.push_back(stress[next]);
+    }
+    return {set_scales, distributions};
+  }
+
+  /// A digest of the harness this library carries: a cached audit is valid for one version.
+  static std::string harness_digest() {
+    static const std::string digest = [] {
+      detail::Sha256 hash;
+      for (const std::string_view path : embedded_resources_under("harness/")) {
+        hash.update(path).update("\n");
+        if (const auto content = embedded_resource(path)) hash.update(*content).update("\n");
+      }
+      return hash.hex_digest();
+    }();
+    return digest;
+  }
+
+  /// What an audit's result depends on besides the task: the harness and the policy.
+  std::string audit_key(const Task& task) const {
+    const nlohmann::json key = {{"task", task.content_hash()},
+                                {"harness", harness_digest()},
+                                {"device", options_.device},
+                                {"tolerance", policy_.tolerance},
+                                {"mode", policy_.model_mode},
+                                {"perturb_weights", policy_.perturb_weights},
+                                {"scales", scales(policy_.input_sets)}};
+    return detail::Sha256{}.update("cuda-agent audit v1\n").update(key.dump()).hex_digest();
+  }
+
+  /// The task's audit, from the caches or run now (and stored in them).
+  nlohmann::json audit_of(const Task& task) {
+    const std::string key = audit_key(task);
+    if (const auto found = state_->audits.find(key); found != state_->audits.end()) {
+      nlohmann::json cached = found->second;
+      cached["cached"] = true;
+      return cached;
+    }
+    const std::filesystem::path file =
+        options_.audit_cache_directory.empty() ? std::filesystem::path() : options_.audit_cache_directory / (key + ".json");
+    if (!file.empty()) {
+      std::error_code error;
+      if (std::filesystem::exists(file, error)) {
+        try {
+          nlohmann::json stored = nlohmann::json::parse(detail::read_file(file));
+          if (stored.is_object() && stored.value("key", std::string()) == key && stored.contains("audit")) {
+            state_->audits[key] = stored["audit"];
+            stored["audit"]["cached"] = true;
+            return stored["audit"];
+          }
+        } catch (const std::exception&) {
+          // A file that does not parse counts as a miss and is written again below.
+        }
+      }
+    }
+    const auto [seeds, init_seed] = draw_seeds();
+    nlohmann::json arguments = common_arguments(task, init_seed);
+    arguments["seeds"] = seeds;
+    arguments["scales"] = scales(static_cast<int>(seeds.size()));
+    arguments["tolerance"] = policy_.tolerance;
+    const HarnessReply reply = state_->reference->call("audit", arguments, policy_.timeout);
+    if (!reply.has_result())
+      throw HarnessError("the audit of " + task.name + " failed: " + reply.error_text() + " " + reply.output());
+    nlohmann::json result = reply.result();
+    state_->audits[key] = result;
+    if (!file.empty()) {
+      std::filesystem::create_directories(file.parent_path());
+      detail::write_file_atomically(file, nlohmann::json{{"key", key}, {"task", task.name}, {"audit", result}}.dump(1) + "\n");
+    }
+    result["cached"] = false;
+    return result;
   }
 
   std::vector<double> scales(int sets) const {
@@ -457,7 +588,25 @@ class HarnessVerifier {
             {"device", options_.device},
             {"init_seed", init_seed},
             {"mode", policy_.model_mode},
-            {"perturb_normalization", policy_.perturb_normalization}};
+            {"perturb_weights", policy_.perturb_weights}};
+  }
+
+  /// `library_policy` with the state's lock held and the workers started.
+  LibraryPolicy task_libraries(const Task& task) {
+    if (!policy_.libraries.derive_from_reference) return policy_.libraries;
+    const std::string hash = task.content_hash();
+    if (const auto known = state_->task_libraries.find(hash); known != state_->task_libraries.end())
+      return known->second.first;
+    const nlohmann::json arguments = {{"reference_path", write_reference(task).string()}, {"device", options_.device}};
+    const HarnessReply reply = state_->reference->call("library_policy", arguments, std::chrono::minutes(2));
+    if (!reply.has_result())
+      throw HarnessError("the library policy of " + task.name + " could not be derived: " + reply.error_text() + " " +
+                         reply.output());
+    const nlohmann::json& derived = reply.result();
+    const LibraryPolicy libraries =
+        policy_.libraries.for_task(derived.value("cublas", false), derived.value("cudnn", false));
+    state_->task_libraries[hash] = {libraries, derived};
+    return libraries;
   }
 
   std::optional<Rejection> run_scan(const Task& task, const std::map<std::string, std::string>& files,
@@ -467,7 +616,7 @@ class HarnessVerifier {
     const nlohmann::json arguments = {
         {"files", text_files},
         {"reference_source", task.reference_source},
-        {"policy", {{"allow_cublas", policy_.libraries.cublas}, {"allow_cudnn", policy_.libraries.cudnn}}}};
+        {"policy", {{"allow_cublas", task_libraries(task).cublas}, {"allow_cudnn", task_libraries(task).cudnn}}}};
     const HarnessReply reply = state_->reference->call("scan", arguments, std::chrono::minutes(1));
     if (!reply.has_result())
       throw HarnessError("the static checks failed to run: " + reply.error_text() + " " + reply.output());
@@ -533,6 +682,49 @@ class HarnessVerifier {
                                                        candidate.build_directory.string() + "; compile the candidate first");
     if (!files.count(std::string(candidate_model_file)))
       return rejected(RejectionReason::interface_mismatch, "the candidate has no model_new.py");
+    if (policy_.check_linked_symbols) {
+      // What the module links, judged before any of its code runs.
+      report("link check");
+      const LibraryPolicy libraries = task_libraries(task);
+      LinkCheckResult linked;
+      try {
+        linked = check_module_symbols(*module, libraries);
+      } catch (const std::exception& error) {
+        return rejected(RejectionReason::load_error,
+                        std::string("the built module cannot be read as a shared object: ") + error.what());
+      }
+      phase_end("link_check_ms");
+      host_timings["link_check_symbols_ms"] = static_cast<double>(linked.duration.count()) / 1000.0;
+      if (auto rejection = link_rejection(linked)) {
+        rejection->details["library_policy"] = libraries;
+        VerificationResult result;
+        result.rejection = std::move(rejection);
+        result.details["host_timings_ms"] = host_timings;
+        return result;
+      }
+    }
+
+    // The task's audit (run once per task, then cached): the stress inputs it needs, or no
+    // verdict at all for a task that cannot tell a real implementation from a null one.
+    nlohmann::json stress = nlohmann::json::array();
+    nlohmann::json audit_summary = nullptr;
+    if (policy_.audit_task) {
+      report("auditing the task against null models (once per task)");
+      const nlohmann::json audit = audit_of(task);
+      phase_end("audit_ms");
+      audit_summary = {{"degenerate", audit.value("degenerate", false)},
+                       {"passing", audit.value("passing", nlohmann::json::array())},
+                       {"stress", audit.value("stress", nlohmann::json::array())},
+                       {"unfit", audit.value("unfit", false)},
+                       {"cached", audit.value("cached", false)}};
+      if (audit.value("unfit", false))
+        return rejected(RejectionReason::task_unfit,
+                        "The task is unfit to be scored, whatever the candidate: " +
+                            audit.value("message", std::string("a null model passes every input distribution")) +
+                            " This is no verdict on the candidate.",
+                        {{"stage", "task_audit"}, {"audit", audit}});
+      stress = audit.value("stress", nlohmann::json::array());
+    }
 
     // The session: a pristine copy of what runs, the channel, and the output folder.
     const std::string id = detail::random_hex(8);
@@ -560,14 +752,20 @@ class HarnessVerifier {
     detail::make_open_directory(output);
     detail::give_to(output, options_.candidate_identity);
 
-    const auto [seeds, init_seed] = draw_seeds();
+    const auto [set_scales, distributions] = input_sets(stress);
+    const auto [seeds, init_seed] = draw_seeds(static_cast<int>(set_scales.size()));
     nlohmann::json common = common_arguments(task, init_seed);
     common["session_directory"] = session.string();
     common["output_directory"] = output.string();
     nlohmann::json reference_arguments = common;
     reference_arguments["seeds"] = seeds;
-    reference_arguments["scales"] = scales(static_cast<int>(seeds.size()));
+    reference_arguments["scales"] = set_scales;
+    reference_arguments["distributions"] = distributions;
     reference_arguments["runs"] = policy_.runs_per_set;
+    reference_arguments["extra_calls"] = policy_.extra_calls;
+    reference_arguments["plan_seed"] = policy_.plan_seed.value_or((std::uint64_t{std::random_device{}()} << 32) |
+                                                                  std::random_device{}());
+    reference_arguments["observe_last_call"] = policy_.observe_device_activity;
     reference_arguments["tolerance"] = policy_.tolerance;
     reference_arguments["check_reference_determinism"] = policy_.check_reference_determinism;
     nlohmann::json candidate_arguments = common;
@@ -616,6 +814,9 @@ class HarnessVerifier {
     result.details["seeds"] = seeds;
     result.details["init_seed"] = init_seed;
     result.details["scales"] = reference_arguments["scales"];
+    result.details["distributions"] = distributions;
+    result.details["audit"] = audit_summary;
+    result.details["plan_seed"] = reference_arguments["plan_seed"];
     result.details["tolerance"] = policy_.tolerance;
     result.details["device"] = options_.device;
     // Where the workers' start-up went (interpreter, torch import, warm-up), for whoever
@@ -633,7 +834,6 @@ class HarnessVerifier {
   /// worker's own observations can make a candidate correct.
   VerificationResult combine(const HarnessReply& candidate, const HarnessReply& reference) const {
     VerificationResult result;
-    result.checks_total = policy_.input_sets * policy_.runs_per_set;
     nlohmann::json& details = result.details;
     details["candidate_output"] = detail::capped(candidate.output(), 8000);
     const nlohmann::json candidate_report = candidate.has_result() && candidate.result().is_object()
@@ -648,6 +848,8 @@ class HarnessVerifier {
     }
     const nlohmann::json& judged = reference.result();
     details["checks"] = judged.value("checks", nlohmann::json::array());
+    details["plan"] = judged.value("plan", nlohmann::json::array());
+    result.checks_total = judged.value("planned_calls", 0);
     details["reference_timings_ms"] = judged.value("timings_ms", nlohmann::json::object());
     details["expected"] = judged.value("expected", nlohmann::json::object());
     details["device_name"] = judged.value("device_name", std::string());

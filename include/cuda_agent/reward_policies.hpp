@@ -31,6 +31,15 @@ inline std::string describe_speedup(const SpeedupEstimate& estimate) {
   return text.str();
 }
 
+/// The reward of an evaluation that says nothing about its candidate (the task is unfit
+/// to be scored): value 0, label "unscored". It is no verdict, neither success nor
+/// failure; a trainer skips the sample.
+inline Reward unscored(const Evaluation& evaluation) {
+  const std::optional<Rejection> rejection = evaluation.rejection();
+  return {0, std::string(Reward::unscored_label),
+          "not scored: " + (rejection ? rejection->message : std::string("the task is unfit to be scored"))};
+}
+
 /// The reason an evaluation earns the failure reward, or nothing if it is correct.
 inline std::optional<std::string> failure_of(const Evaluation& evaluation) {
   if (evaluation.correct()) return std::nullopt;
@@ -49,15 +58,20 @@ inline std::optional<std::string> failure_of(const Evaluation& evaluation) {
 ///    2  correct and FASTER than eager PyTorch
 ///    3  correct and FASTER than both eager PyTorch and torch.compile
 ///
+/// and, outside the scale, 0 labelled "unscored" when the task is unfit to be scored
+/// (`Evaluation::scored()` is false): no verdict on the candidate, a sample to skip.
+///
 /// "FASTER" is the profiler's verdict: the whole confidence interval of the speedup clears
 /// the threshold (5% by default), so SAME, SLOWER and AMBIGUOUS never earn a step, and
 /// beating torch.compile without beating eager earns no step either (the paper orders the
-/// milestones). A correct candidate that was not profiled earns 1.
+/// milestones). A correct candidate that was not profiled earns 1, and so does one whose
+/// profile is not `rewardable` (timed with host timers on a CPU).
 class MilestoneReward {
  public:
   [[nodiscard]] std::string_view name() const noexcept { return "milestone"; }
 
   [[nodiscard]] Reward reward(const Evaluation& evaluation) const {
+    if (!evaluation.scored()) return detail::unscored(evaluation);
     if (const std::optional<std::string> failure = detail::failure_of(evaluation)) {
       const bool built = evaluation.compile.succeeded;
       return {-1, built ? "incorrect" : "compile_error", *failure};
@@ -65,6 +79,9 @@ class MilestoneReward {
     const ProfileResult* profile = evaluation.profile ? &*evaluation.profile : nullptr;
     if (profile == nullptr || !profile->versus_eager)
       return {1, "correct", "correct; no timing against eager, so no speed milestone"};
+    if (!profile->rewardable)
+      return {1, "correct", "correct; " + detail::describe_speedup(*profile->versus_eager) +
+                                ", measured with host timers, which earn no speed milestone"};
     const SpeedupEstimate& eager = *profile->versus_eager;
     if (eager.verdict != Verdict::faster)
       return {1, "correct", "correct; " + detail::describe_speedup(eager)};
@@ -81,7 +98,9 @@ class MilestoneReward {
 /// point estimate of baseline time over candidate time, against "compile" by default.
 /// It ignores the verdict, so noise flows straight into the reward; that is the point of
 /// the ablation. Failures earn `failure_value` (-1); a correct candidate without the
-/// chosen timing earns `unmeasured_value` (1, parity). `maximum` caps outliers.
+/// chosen timing, or timed where timings earn no reward (`ProfileResult::rewardable`),
+/// earns `unmeasured_value` (1, parity). `maximum` caps outliers. A task
+/// unfit to be scored earns 0 labelled "unscored", as in `MilestoneReward`.
 class SpeedupReward {
  public:
   struct Options {
@@ -99,9 +118,13 @@ class SpeedupReward {
   [[nodiscard]] const Options& options() const noexcept { return options_; }
 
   [[nodiscard]] Reward reward(const Evaluation& evaluation) const {
+    if (!evaluation.scored()) return detail::unscored(evaluation);
     if (const std::optional<std::string> failure = detail::failure_of(evaluation))
       return {options_.failure_value, evaluation.compile.succeeded ? "incorrect" : "compile_error", *failure};
     const SpeedupEstimate* estimate = nullptr;
+    if (evaluation.profile && !evaluation.profile->rewardable)
+      return {options_.unmeasured_value, "correct_unmeasured",
+              "correct; timed with host timers, which earn no speedup reward"};
     if (evaluation.profile) {
       const std::optional<SpeedupEstimate>& chosen =
           options_.baseline == "eager" ? evaluation.profile->versus_eager : evaluation.profile->versus_compile;

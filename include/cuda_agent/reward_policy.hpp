@@ -20,6 +20,8 @@ namespace cuda_agent {
 ///   - `policy.reward(evaluation)` returns a `Reward` whose `value` the loop maximizes and
 ///     whose `label` and `explanation` say how it was reached. It must be a pure function
 ///     of the evaluation: the same evaluation always earns the same reward.
+///     A policy that rewards speed reads it only from a profile that is `rewardable`
+///     (`ProfileResult::rewardable`: false for host timers on a CPU).
 ///   - `policy.name()` is convertible to `std::string_view`.
 ///
 /// A minimal conforming type:

@@ -10,6 +10,7 @@
 /// Whatever the candidate does ends in an `Evaluation`, never in an exception.
 
 #include <chrono>        // steady_clock
+#include <concepts>      // same_as
 #include <exception>     // exception
 #include <filesystem>    // path, create_directories, remove_all
 #include <functional>    // function
@@ -50,6 +51,13 @@ template <class V>
 concept PrescreeningVerifier = Verifier<V> && requires(V& verifier, const Task& task,
                                                        const std::map<std::string, std::string>& files) {
   { verifier.prescreen(task, files) } -> std::same_as<std::optional<Rejection>>;
+};
+
+/// A verifier that knows each task's library policy (HarnessVerifier derives it from the
+/// reference's operators): the build links what that policy allows.
+template <class V>
+concept LibraryPolicyVerifier = Verifier<V> && requires(V& verifier, const Task& task) {
+  { verifier.library_policy(task) } -> std::same_as<LibraryPolicy>;
 };
 
 /// Satisfies `Evaluator`. `S` is the compile driver's sandbox type.
@@ -123,10 +131,14 @@ class TrustedEvaluator {
       }
     }
 
-    // 3. Build.
+    // 3. Build, with the task's library policy where the verifier has one.
     report("compiling");
     try {
-      evaluation.compile = compiler_->build(source, build);
+      if constexpr (LibraryPolicyVerifier<V>)
+        evaluation.compile =
+            compiler_->build(source, build, verifier_.library_policy(task).intersection(compiler_->options().libraries));
+      else
+        evaluation.compile = compiler_->build(source, build);
     } catch (const std::exception& error) {
       evaluation.compile.succeeded = false;
       evaluation.compile.log = std::string("the compile driver failed (not the candidate's fault): ") + error.what();
@@ -134,6 +146,19 @@ class TrustedEvaluator {
       return evaluation;
     }
     evaluation.compile.details["skipped_files"] = skipped;
+    // A module the driver refused for what it links is a verdict on the candidate, like
+    // the verifier's own link check.
+    if (const auto refused = evaluation.compile.details.find("library_policy_violations");
+        !evaluation.compile.succeeded && refused != evaluation.compile.details.end() && refused->is_array() &&
+        !refused->empty()) {
+      std::string message = "the extension " + refused->front().get<std::string>();
+      if (refused->size() > 1) message += " (and " + std::to_string(refused->size() - 1) + " more)";
+      VerificationResult result;
+      result.rejection = Rejection{RejectionReason::forbidden_symbol, std::move(message),
+                                   {{"stage", "link"}, {"violations", *refused}}};
+      evaluation.verification = std::move(result);
+      return evaluation;
+    }
     if (!evaluation.compile.succeeded) return evaluation;
 
     // 4. Verify.

@@ -8,6 +8,7 @@
 #include <algorithm>  // max, min
 #include <cstddef>    // size_t
 #include <cstdio>     // snprintf
+#include <map>        // map
 #include <string>     // string, to_string
 
 #include <nlohmann/json.hpp>
@@ -39,10 +40,22 @@ inline std::string format_number(double value) {
           if (error.contains("max_abs_error") && error["max_abs_error"].is_number())
             largest = std::max(largest, error["max_abs_error"].get<double>());
     const int sets = details.contains("seeds") ? static_cast<int>(details["seeds"].size()) : 0;
+    // How often each set was called: the plan varies it from set to set.
+    std::map<int, int> calls_per_set;
+    if (const auto plan = details.find("plan"); plan != details.end() && plan->is_array())
+      for (const nlohmann::json& step : *plan) ++calls_per_set[step.value("set", 0)];
+    int fewest = sets ? result.checks_total / sets : 0, most = fewest;
+    if (!calls_per_set.empty()) {
+      fewest = most = calls_per_set.begin()->second;
+      for (const auto& [set, calls] : calls_per_set) {
+        fewest = std::min(fewest, calls);
+        most = std::max(most, calls);
+      }
+    }
     text = "CORRECT: " + std::to_string(result.checks_passed) + " of " + std::to_string(result.checks_total) +
            " checks passed (" + std::to_string(sets) + " input sets from fresh seeds, each run " +
-           std::to_string(sets ? result.checks_total / sets : 0) + " times); largest difference " +
-           detail::format_number(largest);
+           std::to_string(fewest) + (most != fewest ? " to " + std::to_string(most) : std::string()) +
+           " times); largest difference " + detail::format_number(largest);
     if (const auto tolerance = details.find("tolerance"); tolerance != details.end() && tolerance->contains("default"))
       text += " (tolerance atol " + detail::format_number((*tolerance)["default"].value("atol", 0.0)) + ", rtol " +
               detail::format_number((*tolerance)["default"].value("rtol", 0.0)) + ")";

@@ -13,6 +13,9 @@
 ///   - `sessions/timing-<id>/`: the two FIFOs, and `out/` where the candidate side writes
 ///     the outputs it hands over (the reference worker reads them, read-only);
 ///   - `references/<task hash>/model.py`: the reference, read-only to both;
+///   - `rendezvous/timing-<id>.sock`: where the reference side hands the candidate side the
+///     memory of the trusted batches (created by the reference worker, which alone may write
+///     there);
 ///   - `scratch/reference/baseline-cache/` and `scratch/reference/compile-cache/`: the
 ///     baseline cache and torch.compile's caches, writable by the reference worker only.
 ///     They last as long as the verifier's work directory (give the verifier a persistent
@@ -62,14 +65,16 @@ class WorkerTimingLauncher {
     const std::filesystem::path copy = root / "candidates" / id;
     const std::filesystem::path session = root / "sessions" / id;
     const std::filesystem::path output = session / "out";
+    const std::filesystem::path rendezvous = root / "rendezvous" / (id + ".sock");
     struct Cleanup {
-      std::filesystem::path copy, session;
+      std::filesystem::path copy, session, rendezvous;
       ~Cleanup() {
         std::error_code ignored;
         std::filesystem::remove_all(copy, ignored);
         std::filesystem::remove_all(session, ignored);
+        std::filesystem::remove(rendezvous, ignored);  // left behind only by a reference side that died
       }
-    } cleanup{copy, session};
+    } cleanup{copy, session, rendezvous};
 
     // What runs: the candidate's model_new.py and its built module, copied by the host.
     const std::map<std::string, std::string> files = read_candidate_sources(candidate.source_directory).files;
@@ -97,6 +102,7 @@ class WorkerTimingLauncher {
     reference_request["session"] = session.string();
     reference_request["output_directory"] = output.string();
     reference_request["candidate_gone_marker"] = gone.string();
+    reference_request["trusted_socket"] = rendezvous.string();
     reference_request["compile_cache_directory"] = (scratch / "compile-cache").string();
     if (reference_request.contains("baseline_cache"))
       reference_request["baseline_cache"]["directory"] = (scratch / "baseline-cache").string();
@@ -193,6 +199,14 @@ class SharedVerifier {
     }
   {
     return verifier_->scan(task, files);
+  }
+
+  [[nodiscard]] LibraryPolicy library_policy(const Task& task)
+    requires requires(V& verifier, const Task& some_task) {
+      { verifier.library_policy(some_task) } -> std::same_as<LibraryPolicy>;
+    }
+  {
+    return verifier_->library_policy(task);
   }
 
   [[nodiscard]] V& shared() noexcept { return *verifier_; }

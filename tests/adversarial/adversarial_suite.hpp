@@ -8,6 +8,10 @@
 // second time with the static checks off, so that the dynamic checks behind them are
 // tested on their own.
 //
+// Candidates marked "timed" in the manifest exploit the timing rather than the verification:
+// they run through the whole trusted evaluation, profiling included (the verifier's warm
+// workers time them), and their verdict is the evaluation's.
+//
 // Two environment variables narrow a run down when one case needs a closer look:
 //   CUDA_AGENT_ADVERSARIAL_ONLY=name,name   only these candidates
 //   CUDA_AGENT_ADVERSARIAL_PREPARED_CHILDREN=0   the verifier's workers fork each
@@ -16,7 +20,11 @@
 
 #include "catch.hpp"
 
+#include "profiling/test_support.hpp"
 #include "verify/verify_support.hpp"
+
+#include <cuda_agent/reward_policies.hpp>
+#include <cuda_agent/worker_timing_launcher.hpp>
 
 #include <algorithm>   // find
 #include <chrono>      // steady_clock
@@ -43,8 +51,9 @@ inline nlohmann::json load_manifest() {
 }
 
 /// The cases of `device`: `accept` selects the candidates that must pass, otherwise those
-/// that must be rejected (with and without the static checks).
-inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept) {
+/// that must be rejected (with and without the static checks); `timed` those that run with
+/// the profiler, otherwise those that run without.
+inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept, bool timed = false) {
   std::vector<std::string> only;
   if (const char* names = std::getenv("CUDA_AGENT_ADVERSARIAL_ONLY")) {
     std::istringstream list(names);
@@ -54,7 +63,7 @@ inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept
   std::vector<SuiteCase> cases;
   const nlohmann::json manifest = load_manifest();
   for (const nlohmann::json& entry : manifest["candidates"]) {
-    if (!entry.contains(device)) continue;
+    if (!entry.contains(device) || entry.value("timed", false) != timed) continue;
     if (!only.empty() && std::find(only.begin(), only.end(), entry["name"].get<std::string>()) == only.end()) continue;
     const nlohmann::json& expect = entry[device]["expect"];
     const bool correct = expect.is_string() && expect == "correct";
@@ -72,10 +81,12 @@ inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept
 }
 
 /// A candidate directory for `entry` on `device`: its model_new.py (model_new.<device>.py
-/// when present) and its own kernels (kernels.<device>/) or else the shared toolbox.
+/// when present) and its own kernels (kernels.<device>/) or else the shared toolbox. An
+/// entry with a "source" takes the files of that candidate.
 inline std::filesystem::path assemble_suite_candidate(const nlohmann::json& entry, const std::string& device,
                                                       const std::filesystem::path& into) {
-  const std::filesystem::path source = adversarial_directory() / "candidates" / entry["name"].get<std::string>();
+  const std::filesystem::path source =
+      adversarial_directory() / "candidates" / entry.value("source", entry["name"].get<std::string>());
   std::filesystem::path model = source / ("model_new." + device + ".py");
   if (!std::filesystem::exists(model)) model = source / "model_new.py";
   std::ifstream stream(model);
@@ -84,9 +95,29 @@ inline std::filesystem::path assemble_suite_candidate(const nlohmann::json& entr
   return assemble_candidate(into, text, device, std::filesystem::exists(own) ? own : std::filesystem::path());
 }
 
-/// Evaluates every case and checks its verdict; writes a JSON report to `report`.
-inline void run_suite(const std::string& device, bool accept, const std::filesystem::path& report) {
-  const std::vector<SuiteCase> cases = suite_cases(device, accept);
+/// The profiler of the timed cases: short sessions, in the verifier's warm workers.
+inline HarnessProfilerOptions suite_timing(const std::string& device, const std::filesystem::path& scratch) {
+  HarnessProfilerOptions options;
+  if (device == "cpu") {
+    options = quick_cpu_timing();
+    options.compile_backend = "eager";  // dynamo without inductor: quick, and still the compile path
+  } else {
+    options.device = device;
+    options.budget.seconds = 1.0;
+  }
+  options.baseline_cache_directory = scratch / "baseline-cache";
+  options.timeout = std::chrono::seconds(600);
+  return options;
+}
+
+template <class Evaluator>
+void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vector<SuiteCase>& cases,
+               const std::string& device, const std::filesystem::path& scratch, const std::filesystem::path& report);
+
+/// Evaluates every case and checks its verdict; writes a JSON report to `report`. `timed`:
+/// the cases marked so, through the whole trusted evaluation with its profiler.
+inline void run_suite(const std::string& device, bool accept, const std::filesystem::path& report, bool timed = false) {
+  const std::vector<SuiteCase> cases = suite_cases(device, accept, timed);
   if (cases.empty() && std::getenv("CUDA_AGENT_ADVERSARIAL_ONLY")) {
     WARN("CUDA_AGENT_ADVERSARIAL_ONLY names no candidate of this part");
     return;
@@ -99,13 +130,27 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
     options.prepared_children = std::string(prepared) == "1";
   TrustedEvaluatorOptions evaluator_options;
   evaluator_options.work_directory = scratch.path() / "evaluations";
-  TrustedEvaluator<HarnessVerifier, ProcessSandbox> evaluator(test_compiler(device, scratch.path()),
-                                                              HarnessVerifier(options), std::nullopt, evaluator_options);
-  const VerificationPolicy defaults = evaluator.verifier().policy();
+  if (timed) {
+    auto verifier = std::make_shared<HarnessVerifier>(options);
+    TrustedEvaluator<SharedVerifier<HarnessVerifier>, ProcessSandbox> evaluator(
+        test_compiler(device, scratch.path()), SharedVerifier<HarnessVerifier>(verifier),
+        AnyProfiler(HarnessProfiler(suite_timing(device, scratch.path()), WorkerTimingLauncher(verifier))),
+        evaluator_options);
+    run_cases(evaluator, verifier->policy(), cases, device, scratch.path(), report);
+  } else {
+    TrustedEvaluator<HarnessVerifier, ProcessSandbox> evaluator(test_compiler(device, scratch.path()),
+                                                                HarnessVerifier(options), std::nullopt, evaluator_options);
+    run_cases(evaluator, evaluator.verifier().policy(), cases, device, scratch.path(), report);
+  }
+}
+
+template <class Evaluator>
+void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vector<SuiteCase>& cases,
+               const std::string& device, const std::filesystem::path& scratch, const std::filesystem::path& report) {
+  const VerificationPolicy defaults = policy;
   nlohmann::json results = nlohmann::json::array();
   int index = 0;
   for (const SuiteCase& suite_case : cases) {
-    VerificationPolicy& policy = evaluator.verifier().policy();
     policy = defaults;
     policy.static_checks = suite_case.static_checks;
     const nlohmann::json settings = suite_case.entry.value("policy", nlohmann::json::object());
@@ -113,18 +158,19 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
     if (settings.contains("timeout_s")) policy.timeout = std::chrono::seconds(settings["timeout_s"].get<int>());
     const Task task = adversarial_task(device, suite_case.entry["task"]);
     const std::filesystem::path directory =
-        assemble_suite_candidate(suite_case.entry, device, scratch.path() / "candidates" / std::to_string(++index));
+        assemble_suite_candidate(suite_case.entry, device, scratch / "candidates" / std::to_string(++index));
     const auto started = std::chrono::steady_clock::now();
     const Evaluation evaluation = evaluator.evaluate(task, directory);
     const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
     const std::optional<Rejection> rejection = evaluation.rejection();
     const std::string verdict = rejection ? std::string(to_string(rejection->reason)) : "correct";
     const std::string label = suite_case.name + (suite_case.static_checks ? "" : " (without static checks)");
-    std::cout << "  " << label << ": " << verdict << " in " << seconds << " s"
+    const double reward = MilestoneReward{}.reward(evaluation).value;
+    std::cout << "  " << label << ": " << verdict << " (reward " << reward << ") in " << seconds << " s"
               << (rejection ? "\n      " + rejection->message.substr(0, 300) : std::string()) << std::endl;
     results.push_back({{"candidate", suite_case.name}, {"static_checks", suite_case.static_checks},
                        {"catalog", suite_case.entry["catalog"]}, {"verdict", verdict},
-                       {"message", rejection ? rejection->message : ""}, {"seconds", seconds},
+                       {"message", rejection ? rejection->message : ""}, {"seconds", seconds}, {"reward", reward},
                        {"expected", suite_case.expected.empty() ? nlohmann::json("correct") : nlohmann::json(suite_case.expected)}});
     const nlohmann::json as_json = evaluation;
     if (!suite_case.expected.empty() && !rejection) {
@@ -136,6 +182,7 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
     INFO(label << " -> " << as_json.dump(2).substr(0, 6000));
     if (suite_case.expected.empty()) {
       CHECK(evaluation.correct());
+      if (suite_case.entry.value("timed", false)) CHECK(evaluation.profile);
     } else {
       CHECK_FALSE(evaluation.correct());
       CHECK(std::find(suite_case.expected.begin(), suite_case.expected.end(), verdict) != suite_case.expected.end());

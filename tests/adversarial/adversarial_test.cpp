@@ -31,13 +31,42 @@ TEST_CASE("adversarial suite on the GPU: legitimate tricky candidates are accept
   ca::testing::run_suite("cuda", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-accept.json");
 }
 
+TEST_CASE("adversarial suite on the CPU: timing exploits are rejected by the trusted evaluation", "[python][adversarial]") {
+  ca::testing::run_suite("cpu", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-reject.json",
+                         true);
+}
+
+TEST_CASE("adversarial suite on the CPU: legitimate candidates are timed and accepted", "[python][adversarial]") {
+  ca::testing::run_suite("cpu", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-accept.json",
+                         true);
+}
+
+TEST_CASE("adversarial suite on the GPU: timing exploits are rejected by the trusted evaluation", "[gpu][adversarial]") {
+  if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
+  ca::testing::run_suite("cuda", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-reject.json",
+                         true);
+}
+
+TEST_CASE("adversarial suite on the GPU: legitimate candidates are timed and accepted", "[gpu][adversarial]") {
+  if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
+  ca::testing::run_suite("cuda", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-accept.json",
+                         true);
+}
+
 TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversarial]") {
+  // Tasks whose own inputs let a null model pass, on purpose (the exploits of too regular
+  // inputs); the audit's stress inputs must rescue them.
+  const std::vector<std::string> regular{"relu_rand.py", "row_mean_rand.py"};
   ca::HarnessVerifier verifier{ca::testing::harness_options("cpu")};
   for (const auto& entry : std::filesystem::directory_iterator(ca::testing::adversarial_directory() / "tasks" / "cpu")) {
     const ca::Task task = ca::testing::task_from_file(entry.path());
     const nlohmann::json audit = verifier.audit(task);
     INFO(entry.path().filename() << ": " << audit.dump(2));
-    CHECK(audit["degenerate"] == false);
+    CHECK(audit["unfit"] == false);
+    const bool expected_regular =
+        std::find(regular.begin(), regular.end(), entry.path().filename().string()) != regular.end();
+    CHECK(audit["degenerate"] == expected_regular);
+    CHECK(audit["stress"].empty() == !expected_regular);
   }
 }
 
@@ -51,8 +80,8 @@ TEST_CASE("the manifest covers at least 25 exploits of the catalog and 10 legiti
       if (!entry.contains(device)) continue;
       const bool correct = entry[device]["expect"] == "correct";
       (correct ? accepted : rejected) += 1;
-      CHECK(std::filesystem::exists(ca::testing::adversarial_directory() / "candidates" / entry["name"].get<std::string>() /
-                                    "model_new.py"));
+      CHECK(std::filesystem::exists(ca::testing::adversarial_directory() / "candidates" /
+                                    entry.value("source", entry["name"].get<std::string>()) / "model_new.py"));
       if (!correct) {
         for (const std::string reason : entry[device]["expect"])
           CHECK(ca::parse_rejection_reason(reason).has_value());

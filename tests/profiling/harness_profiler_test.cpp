@@ -186,6 +186,13 @@ TEST_CASE("a CPU session through the harness times, re-checks and judges", "[pro
   CHECK(result.versus_eager->interval_low <= result.versus_eager->speedup);
   CHECK_FALSE(result.versus_compile);  // compile timing was switched off
   CHECK(result.details["rechecked_rounds"].get<int>() >= 1);
+  // The trusted clock bounded the candidate's time and found its report within the margin.
+  const nlohmann::json& clock = result.details["trusted_clock"];
+  CHECK(clock["batches"].get<int>() >= 3);
+  CHECK(clock["enforced"] == true);
+  CHECK(clock["rejected"] == false);
+  // Host timers: verdicts are shown, never rewarded.
+  CHECK_FALSE(result.rewardable);
   CHECK(result.details["candidate_side"]["sandbox"] == "unconfined test double");
   // The session directory is gone with the session.
   CHECK(std::filesystem::is_empty(build.path()));
@@ -219,6 +226,16 @@ TEST_CASE("a candidate caught with wrong timed outputs is rejected through the p
   const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("phase_detector", build.path()));
   REQUIRE(result.rejection);
   CHECK(result.rejection->reason == ca::RejectionReason::timed_output_mismatch);
+  CHECK_FALSE(result.versus_eager);
+}
+
+TEST_CASE("a candidate whose process understates its times is rejected through the profiler", "[profiling][python]") {
+  ca::detail::TemporaryDirectory build("cuda-agent-profiler-test-");
+  ca::HarnessProfiler profiler(cpu_options(), UnconfinedTestSandbox{});
+  const ca::ProfileResult result = profiler.profile(fixture_task(), fixture_candidate("under_reporter", build.path()));
+  REQUIRE(result.rejection);
+  CHECK(result.rejection->reason == ca::RejectionReason::time_below_trusted_bound);
+  CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("trusted side's own clock"));
   CHECK_FALSE(result.versus_eager);
 }
 
@@ -284,9 +301,26 @@ TEST_CASE("the profiler tells each side what it needs, and nothing more", "[prof
   CHECK_FALSE(candidate_side.contains("session"));
   CHECK(candidate_side["policy"]["extra_allowed_operations"] == nlohmann::json::array({"mm"}));
   CHECK(candidate_side["candidate_kind"] == "model_new");
+  // A candidate's report is held to the trusted clock; only the A/A kinds are merely observed.
+  CHECK(reference["trusted_clock"]["enabled"] == true);
+  CHECK(reference["trusted_clock"]["enforce"] == true);
+  CHECK_FALSE(candidate_side.contains("trusted_clock"));
+  CHECK(result.rewardable);  // CUDA, and the clock bounded the time
   REQUIRE(result.versus_eager);
   CHECK(result.versus_eager->speedup == Approx(1.25).epsilon(0.01));
   CHECK(result.details["candidate_side"]["exit"] == "exit code 0");
+
+  RecordingLauncher unbounded;
+  unbounded.answer = session(12, 1000, 800, 900);
+  unbounded.answer["trusted_clock"] = {{"mode", "loop"}, {"unbounded", true}, {"rejected", false}};
+  ca::HarnessProfilerOptions observed = options;
+  observed.candidate_kind = "reference";
+  auto observed_requests = unbounded.requests;
+  ca::HarnessProfiler loose(observed, std::move(unbounded));
+  const ca::ProfileResult unproven = loose.profile(ca::testing::fixture_task(), candidate);
+  CHECK((*observed_requests)[0]["trusted_clock"]["enforce"] == false);
+  CHECK_FALSE(unproven.rejection);
+  CHECK_FALSE(unproven.rewardable);  // a time the clock could not bound earns no speed reward
 
   RecordingLauncher failing;
   ca::HarnessProfiler broken(options, std::move(failing));

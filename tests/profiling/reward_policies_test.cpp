@@ -116,6 +116,23 @@ TEST_CASE("milestone reward: correct without timing earns 1, eager alone at most
   CHECK_THAT(best.explanation, Catch::Matchers::Contains("FASTER"));
 }
 
+TEST_CASE("speed verdicts of a profile that is not rewardable earn no step", "[rewards]") {
+  ca::Evaluation host_timed = profiled(ca::Verdict::faster, ca::Verdict::faster);
+  host_timed.profile->rewardable = false;
+  const ca::Reward milestone = ca::MilestoneReward{}.reward(host_timed);
+  CHECK(milestone.value == 1);
+  CHECK(milestone.label == "correct");
+  CHECK_THAT(milestone.explanation, Catch::Matchers::Contains("host timers"));
+  const ca::Reward speedup = ca::SpeedupReward{}.reward(host_timed);
+  CHECK(speedup.value == 1);
+  CHECK(speedup.label == "correct_unmeasured");
+  // The flag survives the evaluation's JSON (trajectories and reports carry it).
+  const ca::Evaluation again = nlohmann::json(host_timed).get<ca::Evaluation>();
+  REQUIRE(again.profile);
+  CHECK_FALSE(again.profile->rewardable);
+  CHECK(ca::MilestoneReward{}.reward(again).value == 1);
+}
+
 TEST_CASE("speedup reward is the raw ratio against the chosen baseline", "[rewards]") {
   const ca::SpeedupReward against_compile;
   CHECK(against_compile.name() == "speedup");
@@ -145,4 +162,34 @@ TEST_CASE("the shipped policies work behind AnyRewardPolicy", "[rewards]") {
   CHECK(milestone.reward(evaluation).value == 3);
   CHECK(speedup.reward(evaluation).value == Approx(1.2));
   CHECK(milestone.name() == "milestone");
+}
+
+TEST_CASE("a task unfit to be scored earns no reward: unscored, distinct from every candidate verdict", "[rewards]") {
+  ca::Evaluation unfit;
+  unfit.compile.succeeded = true;
+  unfit.verification = ca::VerificationResult{};
+  unfit.verification->rejection =
+      ca::Rejection{ca::RejectionReason::task_unfit, "the constant null model passes every input set", {}};
+  CHECK_FALSE(unfit.correct());
+  CHECK_FALSE(unfit.scored());
+  for (const ca::Reward& reward : {ca::MilestoneReward{}.reward(unfit), ca::SpeedupReward{}.reward(unfit)}) {
+    CHECK(reward.label == "unscored");
+    CHECK(reward.label == ca::Reward::unscored_label);
+    CHECK_FALSE(reward.scored());
+    CHECK(reward.value == 0);
+    CHECK_THAT(reward.explanation, Catch::Matchers::Contains("constant null model"));
+    CHECK(nlohmann::json(reward)["scored"] == false);
+  }
+  // Every verdict on a candidate is scored, a failure included.
+  ca::Evaluation wrong = unfit;
+  wrong.verification->rejection->reason = ca::RejectionReason::value_mismatch;
+  CHECK(wrong.scored());
+  CHECK(ca::MilestoneReward{}.reward(wrong).value == -1);
+  CHECK(ca::MilestoneReward{}.reward(wrong).scored());
+  CHECK(ca::MilestoneReward{}.reward(correct_evaluation()).scored());
+  // The mark survives the evaluation's JSON.
+  const nlohmann::json as_json = unfit;
+  CHECK(as_json["scored"] == false);
+  CHECK_FALSE(as_json.get<ca::Evaluation>().scored());
+  CHECK(nlohmann::json(correct_evaluation())["scored"] == true);
 }

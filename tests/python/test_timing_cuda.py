@@ -1,11 +1,13 @@
 # SPDX-License-Identifier: Apache-2.0
 """The timing engine on a CUDA GPU: the L2 flush sized from the device, the clock probe,
 the device-wide wait that charges escaped side-stream work, the launch leak, the lead that
-keeps the host's dispatch out of the window, graph timing against per-call timing, and
-whole sessions with re-checked outputs. Skipped without a GPU."""
+keeps the host's dispatch out of the window, graph timing against per-call timing, the
+arena shared with another process, and whole sessions under the trusted clock. Skipped
+without a GPU."""
 
 import os
 import statistics
+import subprocess
 import sys
 
 import pytest
@@ -17,7 +19,7 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-from cuda_agent_harness import timing, timing_session  # noqa: E402
+from cuda_agent_harness import arena, timing, timing_session  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "timing_fixtures")
 TASK = os.path.join(FIXTURES, "small_task.py")
@@ -155,6 +157,7 @@ def _session(candidate, **overrides):
     candidate_request = {"device": "cuda", "reference_path": TASK, "policy": POLICY}
     if candidate == "reference":
         candidate_request["candidate_kind"] = "reference"
+        request.setdefault("trusted_clock", {"enforce": False})
     else:
         candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
     # CUDA is initialized in this process already: the candidate side starts afresh.
@@ -178,3 +181,51 @@ def test_a_phase_detector_is_caught_on_the_gpu():
     result = _session("phase_detector", short_kernel_us=0.0)
     assert not result["ok"]
     assert result["rejection"]["reason"] == "timed_output_mismatch", result["rejection"]
+
+
+_IMPORTER = """
+import sys, torch
+sys.path.insert(0, sys.argv[2])
+from cuda_agent_harness import arena
+torch.empty(1, device="cuda")
+shared = arena.receive_arena(torch, "cuda", sys.argv[1], 0, 30.0)
+values = shared.view(0, (1024,), torch.float32)
+assert values[5].item() == 5.0, values[:8]
+shared.view(8192, (1024,), torch.float32).copy_(values * 2)
+graph, static = torch.cuda.CUDAGraph(), shared.view(16384, (1024,), torch.float32)
+with torch.cuda.graph(graph):
+    static.copy_(values + 1)
+graph.replay()
+torch.cuda.synchronize()
+"""
+
+
+def test_device_memory_of_the_arena_is_shared_with_another_process(tmp_path):
+    path = str(tmp_path / "arena.sock")
+    offer = arena.ArenaOffer(path)
+    owned = arena.Arena.create(torch, "cuda", 1 << 20)
+    owned.view(0, (1024,), torch.float32).copy_(torch.arange(1024, dtype=torch.float32, device="cuda"))
+    torch.cuda.synchronize()
+    child = subprocess.Popen([sys.executable, "-c", _IMPORTER, path, os.path.join(HERE, "..", "..", "resources", "harness")])
+    offer.hand_over(owned, 60.0)
+    assert child.wait(timeout=120) == 0
+    expected = torch.arange(1024, dtype=torch.float32, device="cuda")
+    assert torch.equal(owned.view(8192, (1024,), torch.float32), expected * 2), "a write of the other process"
+    assert torch.equal(owned.view(16384, (1024,), torch.float32), expected + 1), "a graph replayed over the arena"
+    owned.close()
+
+
+def test_an_honest_gpu_candidate_is_bounded_by_trusted_batches_replayed_as_a_graph():
+    result = _session("honest", short_kernel_us=0.0)
+    assert result["ok"], result
+    clock = result["trusted_clock"]
+    assert clock["mode"] == "graph", clock["capture_error"]
+    assert clock["batches"] >= 3 and not clock["rejected"], clock
+    print(f"trusted clock: reported/bound {clock['ratio']:.3f}, {clock['calls_per_batch']} calls per batch,"
+          f" margin {clock['margin']:.3f}")
+
+
+def test_a_gpu_candidate_whose_process_understates_its_times_is_rejected():
+    result = _session("under_reporter", short_kernel_us=0.0)
+    assert not result["ok"]
+    assert result["rejection"]["reason"] == "time_below_trusted_bound", result["rejection"]

@@ -133,7 +133,7 @@ def test_allocations_as_large_as_an_output_come_from_the_call_s_region_until_it_
     allocations = trusted_clock.ArenaAllocations(torch, owned, {4 * 100})
     allocations.begin((1024, 1024 + 512 + 400))  # room for two, the second aligned
     base = owned.bytes.data_ptr()
-    with allocations:
+    with allocations.mode():
         served = torch.empty(100)
         like = torch.zeros_like(served)
         third = torch.empty(10, 10)  # the region is full: torch's own memory
@@ -144,7 +144,7 @@ def test_allocations_as_large_as_an_output_come_from_the_call_s_region_until_it_
     for outside in (third, other, doubles):
         assert not 0 <= outside.data_ptr() - base < owned.size
     allocations.begin((8192, 8192 + 4096))
-    with allocations:
+    with allocations.mode():
         strided = torch.empty_strided((10, 10), (1, 10))  # not contiguous: torch's own
         contiguous = torch.empty_strided((10, 10), (10, 1))
     assert not 0 <= strided.data_ptr() - base < owned.size
@@ -168,6 +168,7 @@ def _clock(calls=4, shape=(8, 16)):
     clock = trusted_clock.TrustedClock(torch, device, _Eager(), lambda seed: [torch.randn(*shape)], random.Random(5))
     clock.output_specs = [_spec(shape)]
     clock.layout = trusted_clock.Layout.plan(random.Random(3), calls, [_spec(shape)], _spec(shape)["nbytes"])
+    clock.regions = [clock.layout.regions_of(call, torch) for call in range(calls)]
     clock.arena = arena.Arena.create(torch, "cpu", clock.layout.size)
     return clock
 
@@ -252,11 +253,11 @@ def test_outputs_compare_like_the_verifier_at_every_precision():
 def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_margin():
     clock = _clock()
     clock.mode = "loop"
-    clock.batches = [{"bound_us": value} for value in (100.0, 104.0, 98.0)]
-    margin = clock.margin
-    assert not clock.judge([100.0 * (1 - margin) + 1.0] * 5)["rejected"]
-    verdict = clock.judge([100.0 * (1 - margin) - 1.0] * 5)
-    assert verdict["rejected"] and verdict["ratio"] < 1 - margin and verdict["bound_median_us"] == 100.0
+    clock.batches = [{"bound_us": value} for value in (100.0, 104.0, 98.0)]  # the fastest batch bounds
+    margin = clock.margin(98.0 * clock.layout.calls)
+    assert not clock.judge([98.0 * (1 - margin) + 1.0] * 5)["rejected"]
+    verdict = clock.judge([98.0 * (1 - margin) - 1.0] * 5)
+    assert verdict["rejected"] and verdict["ratio"] < 1 - margin and verdict["bound_us_fastest"] == 98.0
     assert clock.judge([])["ratio"] is None and not clock.judge([])["rejected"]
     # On a GPU, calls that ran one after another leave a shortfall unproven, not convicted.
     clock.device = types.SimpleNamespace(kind="cuda")
@@ -264,4 +265,31 @@ def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_
     assert gpu["unbounded"] and not gpu["rejected"]
     clock.mode = "graph"
     assert clock.judge([10.0] * 5)["rejected"]
+    # The margin grows by the protocol's overhead relative to the batch, and says so.
+    clock.settings["overhead_us"] = {"cuda": 100.0}
+    short = clock.judge([90.0] * 5)  # batches of 4 calls of about 100 µs: 25% on top
+    assert short["margin"] == pytest.approx(clock.settings["margin"]["cuda"] + 100.0 / (98.0 * 4))
+    assert not short["rejected"]
     clock.close()
+
+
+def test_a_guarded_function_has_its_guard_serve_the_allocations_only_while_serving():
+    from cuda_agent_harness import timing_session
+
+    device = timing.make_device(torch, "cpu")
+    checks = timing_session.CandidateChecks(torch, device, enabled=True, policy={})
+    owned = arena.Arena.create(torch, "cpu", 1 << 16)
+    allocations = trusted_clock.ArenaAllocations(torch, owned, {4 * 64})
+    guarded = checks.guarded(lambda x: torch.empty_like(x))
+    base = owned.bytes.data_ptr()
+    allocations.begin((512, 4096))
+    with guarded.serving(allocations):
+        served = guarded(torch.ones(64))
+    assert served.data_ptr() - base == 512
+    outside = guarded(torch.ones(64))  # a sample: torch's own memory
+    assert not 0 <= outside.data_ptr() - base < owned.size
+    # The guard still refuses compute while it serves.
+    computing = checks.guarded(lambda x: torch.relu(x))
+    with computing.serving(allocations), pytest.raises(timing_session.CandidateViolation):
+        computing(torch.ones(4))
+    owned.close()

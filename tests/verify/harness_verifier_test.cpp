@@ -3,6 +3,8 @@
 
 #include "verify/verify_support.hpp"
 
+#include <cuda_agent/reward_policies.hpp>
+
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -65,8 +67,14 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   INFO(nlohmann::json(correct).dump(2));
   CHECK(correct.correct);
   CHECK_FALSE(correct.rejection);
-  CHECK(correct.checks_total == 10);
-  CHECK(correct.checks_passed == 10);
+  // Two calls per set at least, one or two more on sets drawn at random: every call checked.
+  CHECK((correct.checks_total == 11 || correct.checks_total == 12));
+  CHECK(correct.checks_passed == correct.checks_total);
+  CHECK(correct.details["plan"].size() == static_cast<std::size_t>(correct.checks_total));
+  CHECK(correct.details["audit"]["degenerate"] == false);
+  CHECK(correct.details["audit"]["stress"].empty());
+  CHECK(correct.details["distributions"] == nlohmann::json::array({nullptr, nullptr, nullptr, nullptr, nullptr}));
+  CHECK(correct.details["tolerance"]["atol_scale"]["statistic"] == "rms");
   const auto seeds = correct.details["seeds"].get<std::vector<std::uint32_t>>();
   CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 5);
   CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
@@ -76,6 +84,8 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
     const ca::VerificationResult again = fixture.verifier.verify(relu, fixture.build(relu_with_extension));
     CHECK(again.correct);
     CHECK(again.details["seeds"] != correct.details["seeds"]);
+    CHECK(again.details["plan_seed"] != correct.details["plan_seed"]);
+    CHECK(again.details["audit"]["cached"] == true);
     // Warm workers: a second verification costs what its own work costs.
     INFO("first " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
                   << " ms, second " << again.duration.count() << " ms");
@@ -93,11 +103,11 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
     CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("(15, 1023)"));
     CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("expected"));
   }
-  {  // torch compute inside forward is refused by name
+  {  // torch compute inside forward is refused by name (by the grammar, before the guard sees it)
     const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return x.clamp(min=0)\n")));
     REQUIRE(result.rejection);
     CHECK(result.rejection->reason == ca::RejectionReason::forbidden_operation);
-    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("Tensor.clamp"));
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("x.clamp: .clamp() is not a tensor creation"));
   }
   {  // the static checks name file, line and rule
     const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return torch.relu(x)\n")));
@@ -167,6 +177,120 @@ def get_init_inputs():
   INFO(degenerate.dump(2));
   CHECK(degenerate["degenerate"] == true);
   CHECK(degenerate["passing"].size() >= 1);
+  // No stress distribution changes a constant output: the task is unfit to be scored.
+  CHECK(degenerate["unfit"] == true);
+  CHECK(degenerate["stress"].empty());
+  CHECK_THAT(degenerate["message"].get<std::string>(), Catch::Matchers::Contains("constant"));
+  CHECK(degenerate["cached"] == false);
+  CHECK(verifier.audit(identity)["cached"] == true);
+
+  // torch.rand inputs: a ReLU is the identity on them, so stress inputs are added.
+  const nlohmann::json rand_relu = verifier.audit(ca::testing::adversarial_task("cpu", "relu_rand"));
+  INFO(rand_relu.dump(2));
+  CHECK(rand_relu["degenerate"] == true);
+  CHECK(rand_relu["passing"] == nlohmann::json::array({"passthrough"}));
+  CHECK(rand_relu["unfit"] == false);
+  REQUIRE_FALSE(rand_relu["stress"].empty());
+  CHECK(rand_relu["stress"][0] == nlohmann::json({{"kind", "sign_symmetric"}, {"positive", false}}));
+}
+
+TEST_CASE("audits are kept per task, harness and policy, in memory and in the cache directory", "[python][verifier]") {
+  ca::testing::ScratchDirectory scratch("audit-cache");
+  ca::HarnessOptions options = ca::testing::harness_options("cpu");
+  options.audit_cache_directory = scratch.path() / "audits";
+  const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
+  {
+    ca::HarnessVerifier verifier(options);
+    CHECK(verifier.audit(relu)["cached"] == false);
+    CHECK(verifier.audit(relu)["cached"] == true);
+    verifier.policy().tolerance = ca::TolerancePolicy::strict();
+    CHECK(verifier.audit(relu)["cached"] == false);  // another policy, another audit
+  }
+  int files = 0;
+  for (const auto& entry : fs::directory_iterator(options.audit_cache_directory)) files += entry.path().extension() == ".json";
+  CHECK(files == 2);
+  ca::HarnessVerifier another(options);
+  const nlohmann::json again = another.audit(relu);
+  CHECK(again["cached"] == true);  // from the directory: a new verifier does not audit again
+  CHECK(again["degenerate"] == false);
+}
+
+TEST_CASE("a task unfit to be scored is rejected as task_unfit for every candidate, and never scored",
+          "[python][verifier]") {
+  VerifierFixture fixture;
+  ca::Task constant;
+  constant.name = "constant_output";
+  constant.reference_source = R"(import torch
+import torch.nn as nn
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+    def forward(self, x):
+        return torch.relu(x) * 0 + 1
+
+def get_inputs():
+    return [torch.randn(16, 1024)]
+
+def get_init_inputs():
+    return []
+)";
+  for (const std::string& forward : {std::string("        return cuda_extension.relu(x)\n"),
+                                     std::string("        return cuda_extension.zeros_like(x)\n")}) {
+    const ca::VerificationResult result = fixture.verifier.verify(constant, fixture.build(with_forward(forward)));
+    INFO(nlohmann::json(result).dump(2).substr(0, 4000));
+    REQUIRE(result.rejection);
+    CHECK(result.rejection->reason == ca::RejectionReason::task_unfit);
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("null model"));
+    CHECK_THAT(result.rejection->message, Catch::Matchers::Contains("no verdict on the candidate"));
+    CHECK(result.rejection->details["stage"] == "task_audit");
+    ca::Evaluation evaluation;
+    evaluation.compile.succeeded = true;
+    evaluation.verification = result;
+    CHECK_FALSE(evaluation.scored());
+    const ca::Reward reward = ca::MilestoneReward{}.reward(evaluation);
+    CHECK(reward.label == "unscored");
+    CHECK_FALSE(reward.scored());
+    CHECK(nlohmann::json(evaluation)["scored"] == false);
+  }
+}
+
+TEST_CASE("stress inputs from the audit reject a copy of the input where the task's own inputs let it pass",
+          "[python][verifier]") {
+  VerifierFixture fixture;
+  const ca::Task rand_relu = ca::testing::adversarial_task("cpu", "relu_rand");
+  const ca::VerificationResult correct = fixture.verifier.verify(rand_relu, fixture.build(relu_with_extension));
+  INFO(nlohmann::json(correct).dump(2).substr(0, 4000));
+  CHECK(correct.correct);
+  CHECK(correct.details["distributions"][1] == nlohmann::json({{"kind", "sign_symmetric"}, {"positive", false}}));
+  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
+  const ca::VerificationResult copy =
+      fixture.verifier.verify(rand_relu, fixture.build(with_forward("        return cuda_extension.copy(x)\n")));
+  REQUIRE(copy.rejection);
+  CHECK(copy.rejection->reason == ca::RejectionReason::value_mismatch);
+  CHECK_THAT(copy.rejection->message, Catch::Matchers::Contains("stress inputs"));
+}
+
+TEST_CASE("verification plans differ between verifications and a fixed plan seed reproduces one", "[python][verifier]") {
+  VerifierFixture fixture;
+  const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
+  const ca::Candidate candidate = fixture.build(relu_with_extension);
+  std::set<std::string> plans;
+  for (int i = 0; i < 4; ++i) {
+    const ca::VerificationResult result = fixture.verifier.verify(relu, candidate);
+    REQUIRE(result.correct);
+    plans.insert(result.details["plan"].dump());
+  }
+  CHECK(plans.size() == 4);
+  fixture.verifier.policy().plan_seed = 1234;
+  fixture.verifier.policy().seeds = {1, 2, 3, 4, 5};
+  const ca::VerificationResult first = fixture.verifier.verify(relu, candidate);
+  const ca::VerificationResult second = fixture.verifier.verify(relu, candidate);
+  CHECK(first.details["plan"] == second.details["plan"]);
+  CHECK(first.details["plan_seed"] == 1234);
+  // Every call on a set other than the one before, and the sets' calls add up.
+  const nlohmann::json& plan = first.details["plan"];
+  for (std::size_t i = 1; i < plan.size(); ++i) CHECK(plan[i]["set"] != plan[i - 1]["set"]);
 }
 
 TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports the verdict in its exit status",
@@ -188,13 +312,17 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
   const ca::ProcessResult correct = run(relu_with_extension, "correct");
   INFO(correct.standard_output.text << correct.standard_error.text);
   CHECK(correct.exit_code == 0);
-  CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 10 of 10 checks"));
+  CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 1"));
+  CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("each run 2 to "));
   for (const std::string line : {"task       ", "device     cpu", "build      ok", "result     CORRECT"})
     CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains(line));
   std::ifstream stream(scratch.path() / "correct.json");
   const nlohmann::json document = nlohmann::json::parse(stream);
   CHECK(document["evaluation"]["correct"] == true);
-  CHECK(document["evaluation"]["verification"]["checks_passed"] == 10);
+  CHECK(document["evaluation"]["verification"]["checks_passed"] ==
+        document["evaluation"]["verification"]["checks_total"]);
+  CHECK(document["evaluation"]["scored"] == true);
+  CHECK(document["reward"]["label"] == "correct");
 
   const ca::ProcessResult wrong = run(with_forward("        return cuda_extension.zeros_like(x)\n"), "wrong");
   INFO(wrong.standard_output.text << wrong.standard_error.text);
@@ -213,4 +341,25 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
   CHECK_THAT(message, Catch::Matchers::Contains("got 0"));
   CHECK_THAT(message, Catch::Matchers::Contains("The output is all zeros."));
   CHECK(rejected["rejection"]["details"].contains("index"));
+}
+
+TEST_CASE("the tolerance policy scales atol to the output's magnitude and says so in its JSON", "[verifier]") {
+  const ca::TolerancePolicy paper = ca::TolerancePolicy::paper();
+  CHECK((paper.for_output("float32", 3.0) == ca::Tolerance{1e-2, 1e-2}));  // order 1 and above: as given
+  CHECK((paper.for_output("float32", 1.0) == ca::Tolerance{1e-2, 1e-2}));
+  CHECK(paper.for_output("float32", 2e-4).atol == Approx(2e-6));
+  CHECK(paper.for_output("float32", 2e-4).rtol == 1e-2);
+  CHECK(paper.for_output("float32", 0.0).atol == Approx(1e-2 * paper.atol_scale.floor));
+  const ca::TolerancePolicy strict = ca::TolerancePolicy::strict();
+  CHECK(strict.for_output("float32", 0.5).atol == Approx(5e-5));
+  CHECK(strict.for_output("float16", 0.5).atol == Approx(5e-3));
+
+  const nlohmann::json json = strict;
+  CHECK(json["atol_scale"] == nlohmann::json({{"statistic", "rms"}, {"floor", 1e-5}, {"ceiling", 1.0}}));
+  CHECK(json.get<ca::TolerancePolicy>() == strict);
+  // A policy written before atol followed the magnitude keeps atol as given.
+  const auto older = nlohmann::json::parse(R"({"default": {"atol": 0.01, "rtol": 0.01}})").get<ca::TolerancePolicy>();
+  CHECK_FALSE(older.atol_scale.enabled);
+  CHECK((older.for_output("float32", 1e-4) == ca::Tolerance{1e-2, 1e-2}));
+  CHECK_FALSE(nlohmann::json(older).contains("atol_scale"));
 }

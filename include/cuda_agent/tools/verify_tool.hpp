@@ -7,6 +7,7 @@
 /// against the task's `Model` with the harness verifier. It only informs the model; the
 /// reward comes from the trusted evaluation, which works on a copy of the sources.
 
+#include <concepts>    // same_as
 #include <cstddef>     // size_t
 #include <exception>   // exception
 #include <filesystem>  // path
@@ -65,7 +66,14 @@ class VerifyTool {
   ToolResult invoke(const nlohmann::json& /*arguments*/, ToolContext& context) {
     CompileResult build;
     try {
-      build = driver_->build(context.workspace(), options_.build_directory);
+      // The task's library policy where the verifier derives one, as the trusted evaluation builds.
+      if constexpr (requires(V& verifier, const Task& task) {
+                      { verifier.library_policy(task) } -> std::same_as<LibraryPolicy>;
+                    })
+        build = driver_->build(context.workspace(), options_.build_directory,
+                               verifier_->library_policy(task_).intersection(driver_->options().libraries));
+      else
+        build = driver_->build(context.workspace(), options_.build_directory);
     } catch (const std::exception& error) {
       return ToolResult::error(std::string("The build environment failed (not your code): ") + error.what(),
                                {{"environment_error", true}});

@@ -251,6 +251,17 @@ class Arena:
             raise ArenaError(f"{count} x {dtype} at offset {offset} do not fit the arena of {self.size} bytes")
         return self.bytes[offset:end].view(dtype).view(tuple(int(extent) for extent in shape))
 
+    def fill(self, start: int, end: int, value: int) -> None:
+        """Sets bytes [start, end) to ``value``. On the CPU through the mapping itself: a
+        torch fill of that size would start the intra-op threads, which keep spinning on the
+        cores the candidate's process is about to use."""
+        if not 0 <= start <= end <= self.size:
+            raise ArenaError(f"bytes {start} to {end} are not in the arena of {self.size} bytes")
+        if self._mapping is not None:
+            self._mapping[start:end] = bytes([value]) * (end - start)
+        else:
+            self.bytes[start:end].fill_(value)
+
     def close(self) -> None:
         self.bytes = None
         if self._mapping is not None:

@@ -1,71 +1,218 @@
 # SPDX-License-Identifier: Apache-2.0
-"""The ``audit`` handler: checks that a task can tell a real implementation from a null one.
+"""The ``audit`` handler: whether a task can tell a real implementation from a null one,
+and which stress inputs it needs for that.
 
 A task whose outputs are insensitive to the computation (all outputs inside the tolerance
-of zero, of a constant, of the input) would reward a candidate that computes nothing. For
-each null model, the audit reports whether it would pass every input set; a sound task
-rejects them all."""
+of zero, of a constant, of the input) would reward a candidate that computes nothing. The
+null models:
+  zeros        zeros shaped like each output;
+  constant     each output filled with the mean of the first input set's output (a
+               constant a candidate could hard-code);
+  mean         each output filled with its own mean (a statistic, as cheap as a sample of
+               the output would give; outputs of one element get the constant instead);
+  passthrough  an input with as many elements as the output, reshaped;
+  replay       the first input set's outputs, whatever the inputs.
+
+The audit runs the reference on the task's own input sets (as a verification draws them)
+and reports which null models pass all of them. When one does, it tries the stress
+distributions of ``models.STRESS_KINDS`` in order, each on two input sets, folded onto the
+positive half-line when the reference leaves its domain on the signed form (an exception,
+or non-finite outputs where the task's own inputs gave finite ones), and keeps every
+distribution that fails a null model still passing on both of its sets, until none passes.
+Heavy-tailed inputs are kept too when they are in the domain and fewer than two
+distributions were needed: statistics computed from a sample of the elements pass
+independent, identically distributed inputs, and no null model stands for them. A task
+where some null model passes every distribution is unfit to be scored.
+
+The host caches the result per task and harness version, and every verification of the
+task then replaces some of its input sets with the distributions kept."""
 
 from __future__ import annotations
 
 import torch
 
-from . import compare, models, tensorio
+from . import compare, models
 from .compare import Failure
-from .reference import run_reference_sets
+from .reference import Expected, describe_set, set_specs
 from .registry import handler
 
+NULL_MODELS = ("zeros", "constant", "mean", "passthrough", "replay")
 
-def _null_outputs(name: str, expected_tensors: list, inputs: list, first_set_means: list) -> list | None:
-    made = []
-    for position, tensor in enumerate(expected_tensors):
-        if name == "zeros":
-            made.append(torch.zeros_like(tensor))
-        elif name == "constant":
-            made.append(torch.full_like(tensor, first_set_means[position]))
-        elif name == "mean":
-            value = tensor.double().mean().item() if tensor.numel() and tensor.dtype.is_floating_point else 0
-            made.append(torch.full_like(tensor, value))
-        elif name == "passthrough":
-            source = next((x for x in inputs if isinstance(x, torch.Tensor) and x.numel() == tensor.numel()), None)
-            if source is None:
-                return None
-            made.append(source.reshape(tensor.shape).to(tensor.dtype))
-    return made
+#: Input sets per stress distribution: a null model counts as failed only if it fails both.
+PROBES = 2
+
+
+def _mean(tensor: torch.Tensor) -> float:
+    return tensor.double().mean().item() if tensor.numel() and tensor.dtype.is_floating_point else 0
+
+
+class NullModels:
+    """The null models' outputs, with what they take from the first input set."""
+
+    def __init__(self, first: Expected):
+        self.first = first
+        self.constants = [_mean(tensor) for tensor in first.tensors]
+
+    def outputs(self, name: str, expected: Expected, inputs: list) -> list | None:
+        """What null model ``name`` returns for ``inputs``, or None where it cannot apply."""
+        made = []
+        for position, tensor in enumerate(expected.tensors):
+            if name == "zeros":
+                made.append(torch.zeros_like(tensor))
+            elif name == "constant" or (name == "mean" and tensor.numel() == 1):
+                made.append(torch.full_like(tensor, self.constants[position]))
+            elif name == "mean":
+                made.append(torch.full_like(tensor, _mean(tensor)))
+            elif name == "passthrough":
+                source = next((x for x in inputs if isinstance(x, torch.Tensor) and x.numel() == tensor.numel()), None)
+                if source is None:
+                    return None
+                made.append(source.reshape(tensor.shape).to(tensor.dtype))
+            elif name == "replay":
+                if position >= len(self.first.tensors) or self.first.tensors[position].shape != tensor.shape:
+                    return None
+                made.append(self.first.tensors[position])
+        return made
+
+
+def _nonfinite(tensors: list) -> int:
+    return sum(int((~torch.isfinite(t)).sum()) for t in tensors if t.dtype.is_floating_point or t.dtype.is_complex)
+
+
+class Auditor:
+    def __init__(self, module, model, args: dict, device: str):
+        self.module = module
+        self.model = model
+        self.args = args
+        self.device = device
+        self.tolerance = args["tolerance"]
+        self.nulls: NullModels | None = None
+        self.own_nonfinite_fraction = 0.0
+
+    def run_set(self, seed: int, scale: float, distribution) -> tuple[Expected, list]:
+        """The reference's outputs on one input set (raises models.TaskError if it fails)."""
+        inputs = models.generate_inputs(self.module, seed, scale, self.device, distribution)
+        working = [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+        with torch.no_grad():
+            try:
+                outputs = self.model(*working)
+            except Exception as error:
+                raise models.TaskError(f"the reference Model raised {type(error).__name__}: {error}") from error
+        if self.device == "cuda":
+            torch.cuda.synchronize()
+        return Expected(outputs, inputs, working, "", self.tolerance), inputs
+
+    def verdicts(self, expected: Expected, inputs: list, names) -> dict:
+        """For each null model of ``names`` that applies: None if it passes this set, else
+        the message of its first mismatch."""
+        found = {}
+        for name in names:
+            outputs = self.nulls.outputs(name, expected, inputs)
+            if outputs is None:
+                continue
+            try:
+                for position, (path, want, got) in enumerate(zip(expected.leaves, expected.tensors, outputs)):
+                    compare.compare_tensor(want, got, expected.tolerances[position], compare.label(path))
+                found[name] = None
+            except Failure as failure:
+                found[name] = failure.message
+        return found
+
+    def own_sets(self) -> dict:
+        results: dict[str, dict] = {}
+        total = counted = 0
+        for index, spec in enumerate(set_specs(self.args)):
+            expected, inputs = self.run_set(*spec)
+            if self.nulls is None:
+                self.nulls = NullModels(expected)
+            counted += _nonfinite(expected.tensors)
+            total += sum(t.numel() for t in expected.tensors)
+            open_names = [name for name in NULL_MODELS if results.get(name, {"passes": True})["passes"]]
+            for name, message in self.verdicts(expected, inputs, open_names).items():
+                results[name] = ({"passes": True, "message": ""} if message is None else
+                                 {"passes": False, "message": f"{describe_set(index, spec)}: {message}"})
+        self.own_nonfinite_fraction = counted / total if total else 0.0
+        return results
+
+    def probe(self, distribution: dict, names: list[str]) -> dict:
+        """How ``distribution`` does on PROBES input sets: in the reference's domain or not
+        (and why), and which of the null models ``names`` fail every one of its sets."""
+        failing = set(names)
+        for probe in range(PROBES):
+            seed = models._derived_seed("audit", self.args["seeds"][probe % len(self.args["seeds"])], probe,
+                                        distribution["kind"], distribution["positive"]) & 0xFFFFFFFF
+            try:
+                expected, inputs = self.run_set(seed, 1.0, distribution)
+            except models.TaskError as error:
+                return {"distribution": distribution, "in_domain": False, "why": str(error), "separates": []}
+            elements = sum(t.numel() for t in expected.tensors)
+            fraction = _nonfinite(expected.tensors) / elements if elements else 0.0
+            if fraction > self.own_nonfinite_fraction:
+                return {"distribution": distribution, "in_domain": False,
+                        "why": f"the reference's outputs are not finite ({fraction:.3g} of the elements)",
+                        "separates": []}
+            verdicts = self.verdicts(expected, inputs, sorted(failing))
+            failing = {name for name in failing if verdicts.get(name) is not None}
+        return {"distribution": distribution, "in_domain": True, "why": "", "separates": sorted(failing)}
+
+    def probe_kind(self, kind: str, names: list[str], tried: list) -> dict:
+        """The signed form of ``kind``, or its positive form where the signed one leaves the
+        reference's domain."""
+        result = self.probe({"kind": kind, "positive": False}, names)
+        tried.append(result)
+        if not result["in_domain"]:
+            result = self.probe({"kind": kind, "positive": True}, names)
+            tried.append(result)
+        return result
+
+
+def audit_task(module, model, args: dict, device: str) -> dict:
+    auditor = Auditor(module, model, args, device)
+    own = auditor.own_sets()
+    passing = sorted(name for name, verdict in own.items() if verdict["passes"])
+    remaining = list(passing)
+    chosen: list[dict] = []
+    tried: list[dict] = []
+    if passing:
+        for kind in models.STRESS_KINDS:
+            if not remaining:
+                break
+            result = auditor.probe_kind(kind, remaining, tried)
+            if result["in_domain"] and result["separates"]:
+                chosen.append(result["distribution"])
+                remaining = [name for name in remaining if name not in result["separates"]]
+        if not remaining and len(chosen) < 2 and all(spec["kind"] != "heavy_tailed" for spec in chosen):
+            result = next((entry for entry in tried if entry["distribution"]["kind"] == "heavy_tailed"
+                           and entry["in_domain"]), None) or auditor.probe_kind("heavy_tailed", [], tried)
+            if result["in_domain"]:
+                chosen.append(result["distribution"])
+    report = {"degenerate": bool(passing), "passing": passing, "null_models": own, "stress": chosen,
+              "tried": tried, "unfit": bool(remaining), "still_passing": remaining,
+              "outputs": auditor.nulls.first.description if auditor.nulls else None,
+              "input_sets": len(args["seeds"])}
+    if remaining:
+        report["message"] = (
+            f"this task cannot tell a real implementation from a null one: the {', '.join(remaining)} null"
+            f" model{'s pass' if len(remaining) > 1 else ' passes'} every input set, the task's own and every stress"
+            f" distribution tried in the reference's domain ({_tried_text(tried)}). It is not scored.")
+    return report
+
+
+def _tried_text(tried: list) -> str:
+    parts = []
+    for entry in tried:
+        name = models.describe_distribution(entry["distribution"])
+        parts.append(f"{name}: {'outside the domain, ' + entry['why'] if not entry['in_domain'] else 'in the domain'}")
+    return "; ".join(parts) or "none"
 
 
 @handler("audit")
 def audit(args: dict, context) -> dict:
-    """Args as for ``reference`` (no session): reference_path, device, init_seed, seeds, scales,
-    mode, perturb_normalization, tolerance."""
+    """Args as for ``reference`` (no session): reference_path, device, init_seed, seeds,
+    scales, mode, perturb_weights, tolerance."""
     device = args.get("device", context.device)
     models.setup_device(device)
     module = models.load_reference(args["reference_path"])
     model, _ = models.build_reference_model(module, int(args["init_seed"]), device, args.get("mode", "eval"),
-                                            bool(args.get("perturb_normalization", True)))
-    expected = run_reference_sets(module, model, dict(args, check_reference_determinism=False), device)
-    first_means = [t.double().mean().item() if t.numel() and t.dtype.is_floating_point else 0
-                   for t in expected[0].tensors]
-    results = {}
-    for name in ("zeros", "constant", "mean", "passthrough"):
-        verdict = {"passes": True, "message": ""}
-        applicable = True
-        for index, entry in enumerate(expected):
-            scale = float(args.get("scales", [1.0] * len(expected))[index])
-            inputs = models.generate_inputs(module, int(args["seeds"][index]), scale, device)
-            outputs = _null_outputs(name, entry.tensors, inputs, first_means)
-            if outputs is None:
-                applicable = False
-                break
-            try:
-                for path, want, got in zip(entry.leaves, entry.tensors, outputs):
-                    compare.compare_tensor(want, got, compare.tolerance_for(args["tolerance"], want.dtype),
-                                           compare.label(path))
-            except Failure as failure:
-                verdict = {"passes": False, "message": failure.message}
-                break
-        if applicable:
-            results[name] = verdict
-    passing = sorted(name for name, verdict in results.items() if verdict["passes"])
-    return {"degenerate": bool(passing), "passing": passing, "null_models": results,
-            "outputs": expected[0].description, "input_sets": len(expected)}
+                                            bool(args.get("perturb_weights", True)))
+    return audit_task(module, model, args, device)

@@ -7,10 +7,13 @@ Order of events, so that the candidate learns nothing it could use too early:
      state the candidate must leave alone is recorded;
   2. the extension and ``model_new.py`` are imported and ``ModelNew`` is built and given
      the reference's weights with a strict ``load_state_dict``;
-  3. only then does the reference process send the seeds of the input sets;
-  4. every call runs under the forward guard, into poisoned memory, on inputs placed at the
-     same addresses for every set (a cache keyed on pointers replays stale results), and is
-     followed by the checks that nothing it started outlives it;
+  3. only then does the reference process hand out the calls of its plan (``plans.py``),
+     one at a time, each when it is due: the seed, scale and distribution of the call's
+     input set and where its inputs go (fresh memory at an address no earlier call used,
+     or the buffers of one of the two calls before), so that the candidate never knows how
+     many calls remain or which are checked (all are);
+  4. every call runs under the forward guard, into poisoned memory, and is followed by the
+     checks that nothing it started outlives it;
   5. the outputs go into a slot file as raw bytes; the reference process judges them.
 
 What this process reports is untrusted: a rejection it reports is believed (a candidate
@@ -27,7 +30,7 @@ import traceback
 import torch
 import torch.nn as nn
 
-from . import hygiene, models, tensorio
+from . import hygiene, models, plans, tensorio
 from .compare import Failure as Rejected
 from .guard import ForbiddenOperation, ForwardGuard
 from .integrity import Integrity
@@ -37,7 +40,10 @@ from .session import Session, SessionClosed, SessionTimeout
 _type = type
 _equal_bits = hygiene.same_bits
 _copy = torch.Tensor.copy_
-_clone = torch.Tensor.clone
+_empty = torch.empty
+_narrow = torch.Tensor.narrow
+_view = torch.Tensor.view
+_data_ptr = torch.Tensor.data_ptr
 
 
 class Stopped(Exception):
@@ -229,6 +235,67 @@ def _check_aftermath(baseline: Baseline, when: str, check_threads: bool) -> None
                        " settings (cuDNN, TF32, matmul precision, threads, default dtype).", {"changes": problems})
 
 
+class Placer:
+    """Where each call's inputs lie, as the reference's plan says: fresh memory (a new
+    allocation, the tensor starting the step's pad into it, at an address no earlier call
+    used), or the buffers of the previous call or of the one before it (new contents at an
+    address seen already). The buffers of the last two calls are kept for that."""
+
+    def __init__(self, device: str):
+        self.device = device
+        #: The last two calls' inputs, the latest last.
+        self.recent: list[list] = []
+        #: Addresses that inputs of earlier calls started at.
+        self.used: set[int] = set()
+
+    def _fresh(self, pristine: list, pads: list) -> list:
+        placed = []
+        for position, value in enumerate(pristine):
+            if not isinstance(value, torch.Tensor):
+                placed.append(value)
+                continue
+            steps = int(pads[position]) if position < len(pads) else 0
+            while True:
+                offset = steps * plans.PAD_STEP_BYTES // value.element_size()
+                storage = _empty(value.numel() + offset, dtype=value.dtype, device=value.device)
+                tensor = _view(_narrow(storage, 0, offset, value.numel()), value.shape)
+                if _data_ptr(tensor) not in self.used or value.numel() == 0:
+                    break
+                steps += 1
+                del storage, tensor
+            _copy(tensor, value)
+            placed.append(tensor)
+        return placed
+
+    def place(self, pristine: list, placement: dict) -> list:
+        mode = placement.get("mode")
+        back = {plans.PREVIOUS: 1, plans.EARLIER: 2}.get(mode)
+        reusable = back is not None and len(self.recent) >= back and _same_layout(self.recent[-back], pristine)
+        if reusable:
+            placed = []
+            for buffer, value in zip(self.recent[-back], pristine):
+                if isinstance(buffer, torch.Tensor):
+                    _copy(buffer, value)
+                placed.append(buffer if isinstance(buffer, torch.Tensor) else value)
+        else:
+            if len(self.recent) == 2:
+                del self.recent[0]  # released first, so that at most two calls' inputs are held
+            placed = self._fresh(pristine, placement.get("pads") or [])
+        self.recent.append(placed)
+        del self.recent[:-2]
+        for value in placed:
+            if isinstance(value, torch.Tensor):
+                self.used.add(_data_ptr(value))
+        return list(placed)
+
+
+def _same_layout(buffers: list, pristine: list) -> bool:
+    return len(buffers) == len(pristine) and all(
+        isinstance(p, torch.Tensor) == isinstance(b, torch.Tensor) and (
+            not isinstance(p, torch.Tensor) or (p.shape == b.shape and p.dtype == b.dtype and p.device == b.device))
+        for p, b in zip(pristine, buffers))
+
+
 class Caller:
     """Calls forward on one input set at a time, with every check around the call."""
 
@@ -238,7 +305,7 @@ class Caller:
         self.counters = counters
         self.baseline = baseline
         self.policy = policy
-        self.buffers: list | None = None
+        self.placer = Placer(device)
         self.poison_sizes: set[int] = set()
         self.device_activity: dict | None = None
         #: Where the calls' time goes, for whoever measures a verification.
@@ -255,21 +322,13 @@ class Caller:
         warm = self.forward_us[1:] or self.forward_us
         return min(200_000.0, max(2_000.0, 4 * max(warm, default=0.0)))
 
-    def place(self, pristine: list) -> list:
-        """Puts an input set into the same buffers every time."""
-        if self.buffers is None or len(self.buffers) != len(pristine) or any(
-                isinstance(p, torch.Tensor) != isinstance(b, torch.Tensor) or (
-                    isinstance(p, torch.Tensor) and (p.shape != b.shape or p.dtype != b.dtype or p.device != b.device))
-                for p, b in zip(pristine, self.buffers)):
-            self.buffers = [_clone(p) if isinstance(p, torch.Tensor) else p for p in pristine]
-        else:
-            for buffer, value in zip(self.buffers, pristine):
-                if isinstance(buffer, torch.Tensor):
-                    _copy(buffer, value)
-        for value in self.buffers:
+    def place(self, pristine: list, placement: dict) -> list:
+        """Puts an input set where the step's placement says (see ``Placer``)."""
+        inputs = self.placer.place(pristine, placement)
+        for value in inputs:
             if isinstance(value, torch.Tensor):
                 self.poison_sizes.add(value.numel() * value.element_size())
-        return list(self.buffers)
+        return inputs
 
     def call(self, inputs: list, label: str, profiled: bool):
         mark = time.monotonic()
@@ -376,42 +435,42 @@ class Caller:
 
 
 class Slots:
-    """Two slot files used in turn; a slot is rewritten only after the reference answered
-    for its previous contents."""
+    """Two slot files used in turn, and the steps of the plan: a slot is rewritten only
+    after the reference has read its previous contents."""
 
     def __init__(self, directory: str, session: Session, staged: bool = False):
         self.directory = directory
         self.session = session
         self.sent = 0
-        self.answered = 0
         #: Waiting for the reference to answer for a slot, and writing outputs into slots.
         self.timings_ms = {"slot_wait_ms": 0.0, "slot_write_ms": 0.0}
         #: Page-locked host memory that outputs on a GPU pass through (``write_slot``).
         self.staging = tensorio.ScratchBuffer(pinned=staged)
 
-    def _await_answers(self, up_to: int) -> None:
-        while self.answered < up_to:
-            answer = self.session.receive()
-            if answer.get("type") == "stop":
-                raise Stopped()
-            if answer.get("type") != "continue":
-                raise SessionClosed("unexpected answer from the reference process")
-            self.answered += 1
+    def next_step(self) -> dict | None:
+        """The next call the reference hands out, or None when the verification is done.
+        Each step arrives only after the reference read the outputs of the call before the
+        previous one, so the slot that the step's outputs go into is free again."""
+        mark = time.perf_counter()
+        message = self.session.receive()
+        self.timings_ms["slot_wait_ms"] += (time.perf_counter() - mark) * 1000
+        kind = message.get("type")
+        if kind == "stop":
+            raise Stopped()
+        if kind == "done":
+            return None
+        if kind != "call":
+            raise SessionClosed(f"unexpected message from the reference process: {kind!r}")
+        return message
 
     def send(self, message: dict, layout: list) -> None:
         mark = time.perf_counter()
-        self._await_answers(self.sent - 1)
-        waited = time.perf_counter()
         name = f"slot-{self.sent % 2}"
         tensorio.write_slot(os.path.join(self.directory, name), layout, self.staging)
-        self.timings_ms["slot_wait_ms"] += (waited - mark) * 1000
-        self.timings_ms["slot_write_ms"] += (time.perf_counter() - waited) * 1000
+        self.timings_ms["slot_write_ms"] += (time.perf_counter() - mark) * 1000
         message["slot"] = name
         self.session.send(message)
         self.sent += 1
-
-    def finish(self) -> None:
-        self._await_answers(self.sent)
 
 
 def _run(args: dict, context, session: Session, report: dict) -> None:
@@ -422,7 +481,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     models.setup_device(device)
     reference_module = models.load_reference(args["reference_path"])
     reference_model, init_arguments = models.build_reference_model(
-        reference_module, int(args["init_seed"]), device, mode, bool(args.get("perturb_normalization", True)))
+        reference_module, int(args["init_seed"]), device, mode, bool(args.get("perturb_weights", True)))
     state = {name: tensor.detach().clone() for name, tensor in reference_model.state_dict().items()}
     del reference_model
     hygiene.warm_thread_pools(device)
@@ -449,53 +508,75 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     timings["load_ms"] = (time.monotonic() - mark) * 1000
 
     session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state)})
-    plan = session.receive()
-    if plan.get("type") != "plan":
-        raise SessionClosed("the reference process did not send the plan")
-    seeds = [int(seed) for seed in plan["seeds"]]
-    scales = [float(scale) for scale in (plan.get("scales") or [1.0] * len(seeds))]
-    runs = int(plan.get("runs", 2))
-    return_inputs = plan.get("return_inputs") or [[] for _ in seeds]
 
     caller = Caller(model, device, counters, baseline, args.get("policy", {}))
     slots = Slots(args["output_directory"], session, staged=device == "cuda")
-    profile_last = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
+    observe = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
+    inputs_of = InputSets(reference_module, device)
     mark = time.monotonic()
-    total = len(seeds) * runs
-    for set_index, seed in enumerate(seeds):
-        pristine = models.generate_inputs(reference_module, seed, scales[set_index], device)
-        fingerprint = models.fingerprint(pristine)
-        returned = [int(i) for i in return_inputs[set_index]]
-        for run in range(runs):
-            label = f"input set {set_index} (run {run + 1})"
-            inputs = caller.place(pristine)
-            profiled = profile_last and set_index * runs + run == total - 1
-            outputs, description, layout, guard = caller.call(inputs, label, profiled)
-            for index, (value, original) in enumerate(zip(inputs, pristine)):
-                if isinstance(value, torch.Tensor) and index not in returned and not _equal_bits(value, original):
-                    raise Rejected("input_mutated",
-                                   f"ModelNew.forward changed input {index} in place on {label}, but the reference"
-                                   " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
-            input_descriptions = {}
-            for index in returned:
-                input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
-            slots.send({"type": "outputs", "set": set_index, "run": run, "outputs": description,
-                        "inputs": input_descriptions, "input_fingerprint": fingerprint}, layout)
-            # ``outputs`` stays alive while the next call runs, so that call's outputs cannot
-            # be placed in this call's memory.
-            report["observations"]["item_calls"] = guard.item_calls
-    slots.finish()
+    calls = 0
+    # The reference hands out one call at a time, each when it is due: the candidate never
+    # knows how many calls remain, which input set comes next, or where its inputs will lie.
+    while True:
+        step = slots.next_step()
+        if step is None:
+            break
+        label = f"call {int(step['call']) + 1}"
+        pristine, fingerprint = inputs_of.get(int(step["seed"]), float(step.get("scale", 1.0)), step.get("distribution"))
+        returned = [int(i) for i in step.get("return_inputs") or []]
+        inputs = caller.place(pristine, step.get("placement") or {})
+        outputs, description, layout, guard = caller.call(inputs, label, observe and bool(step.get("observe")))
+        for index, (value, original) in enumerate(zip(inputs, pristine)):
+            if isinstance(value, torch.Tensor) and index not in returned and not _equal_bits(value, original):
+                raise Rejected("input_mutated",
+                               f"ModelNew.forward changed input {index} in place on {label}, but the reference"
+                               " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
+        input_descriptions = {}
+        for index in returned:
+            input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
+        slots.send({"type": "outputs", "call": step["call"], "outputs": description,
+                    "inputs": input_descriptions, "input_fingerprint": fingerprint}, layout)
+        calls += 1
+        # ``outputs`` stays alive while the next call runs, so that call's outputs cannot
+        # be placed in this call's memory.
+        report["observations"]["item_calls"] = guard.item_calls
     timings["calls_ms"] = (time.monotonic() - mark) * 1000
     timings.update(caller.timings_ms)
     timings.update(slots.timings_ms)
     report["observations"]["device_activity"] = caller.device_activity
-    report["observations"]["checks"] = total
+    report["observations"]["checks"] = calls
+
+
+class InputSets:
+    """The input sets of the calls, rebuilt from their seeds as the reference built them.
+    The latest one is kept (calls on one set are never consecutive, so it is rebuilt for
+    its next call), all of them when they are small."""
+
+    KEEP_ALL_BYTES = 256 << 20
+
+    def __init__(self, module, device: str):
+        self.module = module
+        self.device = device
+        self.kept: dict[str, tuple[list, str]] = {}
+        self.set_bytes = 0
+
+    def get(self, seed: int, scale: float, distribution) -> tuple[list, str]:
+        key = repr((seed, scale, distribution))
+        if key not in self.kept:
+            # Released before the next one is built when they are large: one set at a time.
+            if self.set_bytes * (len(self.kept) + 1) > self.KEEP_ALL_BYTES:
+                self.kept.clear()
+            inputs = models.generate_inputs(self.module, seed, scale, self.device, distribution)
+            self.set_bytes = sum(value.numel() * value.element_size() for value in inputs
+                                 if isinstance(value, torch.Tensor))
+            self.kept[key] = (inputs, models.fingerprint(inputs))
+        return self.kept[key]
 
 
 @handler("candidate", prepared=True)
 def candidate(args: dict, context) -> dict:
     """Args: reference_path, candidate_directory, output_directory, session_directory, device,
-    init_seed, mode, perturb_normalization, policy {extra_allowed_operations,
+    init_seed, mode, perturb_weights, policy {extra_allowed_operations,
     observe_device_activity}."""
     report = {"status": "rejected", "rejection": None, "observations": {}, "timings_ms": {}}
     session = Session(args["session_directory"], "candidate", context.deadline)

@@ -9,11 +9,19 @@ import math
 
 import torch
 
+#: How the absolute part of a tolerance follows the reference output's magnitude:
+#: atol_effective = atol x min(ceiling, max(floor, RMS)), where RMS is the root mean square
+#: of the reference output's finite elements (one value per output tensor and input set).
+#: Outputs of order 1 and larger keep atol as given; smaller ones get a proportionally
+#: smaller one, so that an output of values around 1e-4 is not matched by zeros within an
+#: atol of 1e-2. The floor keeps outputs that are (nearly) all zeros comparable.
+ATOL_SCALE = {"statistic": "rms", "floor": 1e-5, "ceiling": 1.0}
 #: The paper's tolerance (CUDA-Agent and KernelBench before v0.1): atol = rtol = 1e-2.
-PAPER = {"default": {"atol": 1e-2, "rtol": 1e-2}}
+PAPER = {"default": {"atol": 1e-2, "rtol": 1e-2}, "atol_scale": ATOL_SCALE}
 #: KernelBench's current tolerance: fp32 (and fp64) 1e-4, half precision 1e-2.
 STRICT = {"default": {"atol": 1e-4, "rtol": 1e-4},
-          "float16": {"atol": 1e-2, "rtol": 1e-2}, "bfloat16": {"atol": 1e-2, "rtol": 1e-2}}
+          "float16": {"atol": 1e-2, "rtol": 1e-2}, "bfloat16": {"atol": 1e-2, "rtol": 1e-2},
+          "atol_scale": ATOL_SCALE}
 
 #: The byte the candidate process writes into free memory before each call.
 POISON_BYTE = 0xFF
@@ -38,6 +46,46 @@ def tolerance_for(policy: dict, dtype: torch.dtype) -> dict:
         name = {"complex64": "float32", "complex128": "float64"}.get(name, name)
     chosen = policy.get(name) or policy.get("default") or PAPER["default"]
     return {"atol": float(chosen["atol"]), "rtol": float(chosen["rtol"])}
+
+
+def magnitude(tensor: torch.Tensor) -> float:
+    """The root mean square of ``tensor``'s finite elements (of their absolute values for
+    complex tensors), accumulated in float64 chunk by chunk; 0 for an empty tensor or one
+    without finite elements."""
+    flat = tensor.detach().reshape(-1)
+    squares, count = 0.0, 0
+    for start in range(0, flat.numel(), CHUNK):
+        chunk = flat[start:start + CHUNK]
+        chunk = chunk.abs() if chunk.dtype.is_complex else chunk
+        chunk = chunk.to(torch.float64)
+        finite = torch.isfinite(chunk)
+        squares += float(torch.where(finite, chunk, torch.zeros((), dtype=chunk.dtype, device=chunk.device)).square().sum())
+        count += int(finite.sum())
+    return math.sqrt(squares / count) if count else 0.0
+
+
+def effective_tolerance(policy: dict, expected: torch.Tensor, typical: float | None = None) -> dict:
+    """The tolerance that ``expected`` (a reference output) is compared with: the dtype's
+    atol and rtol from ``policy``, the atol scaled as ``policy["atol_scale"]`` says (see
+    ATOL_SCALE; a policy without it keeps atol as given). ``typical``: the output's
+    ``magnitude`` when it is known already. The result also says how atol was obtained
+    (``atol_base``, ``magnitude``, ``atol_factor``), for messages."""
+    base = tolerance_for(policy, expected.dtype)
+    scaling = policy.get("atol_scale")
+    if not scaling or not (expected.dtype.is_floating_point or expected.dtype.is_complex):
+        return base
+    typical = magnitude(expected) if typical is None else typical
+    factor = min(float(scaling.get("ceiling", 1.0)), max(float(scaling.get("floor", 0.0)), typical))
+    return {"atol": base["atol"] * factor, "rtol": base["rtol"], "atol_base": base["atol"], "magnitude": typical,
+            "atol_factor": factor}
+
+
+def describe_atol(tolerance: dict) -> str:
+    """'atol 1e-2' or 'atol 1e-2 x 0.0123 (the RMS of the reference output) = 0.000123'."""
+    if "atol_factor" not in tolerance or tolerance["atol_factor"] == 1.0:
+        return f"atol {tolerance.get('atol_base', tolerance['atol']):g}"
+    return (f"atol {tolerance['atol_base']:g} x {tolerance['atol_factor']:.3g} (the root mean square of the reference"
+            f" output) = {tolerance['atol']:.3g}")
 
 
 def label(path: list) -> str:
@@ -172,10 +220,14 @@ def _working_dtype(dtype: torch.dtype) -> torch.dtype:
     return torch.float64 if dtype == torch.float64 else torch.float32
 
 
-def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict, where: str) -> dict:
+def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict, where: str,
+                   written_before: bool = False) -> dict:
     """Compares values; raises Failure (non_finite or value_mismatch) with the first
     differing index, or returns error statistics. Works through the tensors in chunks on
-    the expected tensor's device."""
+    the expected tensor's device. ``tolerance`` is ``tolerance_for``'s or
+    ``effective_tolerance``'s. ``written_before``: an earlier call on the same inputs gave
+    the right output, so poison found now is not "never written" but a call that skipped
+    writing this time."""
     shape = tuple(expected.shape)
     total = expected.numel()
     if total == 0:
@@ -238,15 +290,19 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict
                       {"index": list(index), "mismatches": wrong_count, "expected": _item(expected, first_wrong),
                        "actual": _item(actual, first_wrong)})
     stats = {"max_abs_error": max_abs, "max_rel_error": max_rel, "elements": total, "atol": atol, "rtol": rtol}
+    if "magnitude" in tolerance:
+        stats["reference_rms"] = tolerance["magnitude"]
     if first_broken is not None:
         index = unravel(first_broken, shape)
         want, got = _item(expected, first_broken), _item(actual, first_broken)
+        hint = _poison_hint(actual, first_broken, broken_count, written_before)
         raise Failure("non_finite",
                       f"{where} holds {broken_count} non-finite values where the reference is finite ({nan_count} NaN);"
                       f" the first is at index {_format_index(index)}: expected {_format_value(want)}, got"
-                      f" {_format_value(got)}.{_poison_hint(actual, first_broken, broken_count)}",
+                      f" {_format_value(got)}.{hint}",
                       {"index": list(index), "count": broken_count, "nan_count": nan_count,
-                       "expected": _json_number(want), "actual": _json_number(got)})
+                       "expected": _json_number(want), "actual": _json_number(got), "hint": hint,
+                       "poison": _is_poison(actual, first_broken)})
     if first_wrong is None:
         return stats
     index = unravel(first_wrong, shape)
@@ -254,13 +310,15 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict
     allowed = atol + rtol * abs(want)
     message = (f"{where} differs from the reference at index {_format_index(index)} (shape {shape}):"
                f" expected {_format_value(want)}, got {_format_value(got)}"
-               f" (|difference| {abs(got - want):.3g} > atol {atol:g} + rtol {rtol:g} x |expected| = {allowed:.3g})."
+               f" (|difference| {abs(got - want):.3g} > {describe_atol(tolerance)} + rtol {rtol:g} x |expected|"
+               f" = {allowed:.3g})."
                f" {wrong_count} of {total} elements ({100.0 * wrong_count / total:.3g}%) are outside the"
                f" tolerance; the largest difference is {max_abs:.3g} at index"
-               f" {_format_index(unravel(worst, shape))}.{_value_hint(actual, first_wrong, wrong_count, total)}")
-    raise Failure("value_mismatch", message,
+               f" {_format_index(unravel(worst, shape))}.")
+    hint = _value_hint(actual, first_wrong, wrong_count, total, written_before)
+    raise Failure("value_mismatch", message + hint,
                   dict(stats, index=list(index), mismatches=wrong_count, expected=_json_number(want),
-                       actual=_json_number(got), worst_index=list(unravel(worst, shape))))
+                       actual=_json_number(got), worst_index=list(unravel(worst, shape)), hint=hint))
 
 
 def _json_number(value):
@@ -278,12 +336,31 @@ def _every_chunk(tensor: torch.Tensor, test) -> bool:
     return all(bool(test(flat[start:start + CHUNK])) for start in range(0, flat.numel(), CHUNK))
 
 
-def _poison_hint(actual: torch.Tensor, first: int, count: int) -> str:
+def _is_poison(tensor: torch.Tensor, flat: int) -> bool:
     try:
-        if _every_chunk(actual, lambda chunk: (chunk.contiguous().view(torch.uint8) == POISON_BYTE).all()):
+        return bool((tensor.reshape(-1)[flat:flat + 1].contiguous().view(torch.uint8) == POISON_BYTE).all())
+    except RuntimeError:
+        return False
+
+
+def _all_poison(tensor: torch.Tensor) -> bool:
+    return _every_chunk(tensor, lambda chunk: (chunk.contiguous().view(torch.uint8) == POISON_BYTE).all())
+
+
+def _poison_hint(actual: torch.Tensor, first: int, count: int, written_before: bool = False) -> str:
+    try:
+        element = actual.reshape(-1)[first:first + 1].contiguous().view(torch.uint8)
+        if written_before:
+            if bool((element == POISON_BYTE).all()):
+                whole = "every byte of this output" if _all_poison(actual) else "the first of these elements"
+                return (f" In this call {whole} still held the pattern the harness writes into free memory before each"
+                        " call, although an earlier call on the same inputs wrote the right values there: this call"
+                        " skipped writing them (work that depends on earlier calls, a race, or a result handed back"
+                        " from memory that was freed and poisoned since).")
+            return ""
+        if _all_poison(actual):
             return (" Every byte of this output is the pattern the harness writes into free memory before each call:"
                     " the output was never written (for example torch.empty without a kernel writing it).")
-        element = actual.reshape(-1)[first:first + 1].contiguous().view(torch.uint8)
         if bool((element == POISON_BYTE).all()):
             return (f" The first of these {count} elements holds the harness's poison pattern: part of the output was"
                     " never written (a missing boundary check, a grid too small, or an early return).")
@@ -292,10 +369,12 @@ def _poison_hint(actual: torch.Tensor, first: int, count: int) -> str:
     return ""
 
 
-def _value_hint(actual: torch.Tensor, first: int, wrong: int, total: int) -> str:
+def _value_hint(actual: torch.Tensor, first: int, wrong: int, total: int, written_before: bool = False) -> str:
     try:
         if _every_chunk(actual, lambda chunk: (chunk == 0).all()):
             return " The output is all zeros."
+        if written_before:
+            return ""
         if total > 16 and first >= total // 2:
             return " The first half matches; the error is in the later elements."
         if wrong <= max(1, total // 1000):

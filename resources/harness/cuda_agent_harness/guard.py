@@ -72,8 +72,11 @@ def describe_function(func) -> str:
 class ForwardGuard:
     """Active around each call of ``ModelNew.forward``."""
 
-    def __init__(self, allowed_aten=ALLOWED_ATEN, extra_allowed=(), max_item_calls=MAX_ITEM_CALLS):
+    def __init__(self, allowed_aten=ALLOWED_ATEN, extra_allowed=(), max_item_calls=MAX_ITEM_CALLS, allocations=None):
         self.allowed = frozenset(allowed_aten) | frozenset(extra_allowed)
+        #: Where allowed creation operators may take their memory instead of torch's
+        #: allocator (``trusted_clock.ArenaAllocations``: a trusted batch's outputs).
+        self.allocations = allocations
         self.max_item_calls = max_item_calls
         self.violations: list[dict] = []
         self.item_calls = 0
@@ -149,6 +152,10 @@ class _DispatchMode(TorchDispatchMode):
                     self.guard.refuse(operation, "Tensor.item",
                                       f"more than {self.guard.max_item_calls} scalars were read one by one, which is"
                                       " computing on the host")
+            if self.guard.allocations is not None:
+                served = self.guard.allocations.serve(func, args, kwargs or {})
+                if served is not None:
+                    return served
             return func(*args, **(kwargs or {}))
         if operation in self.guard.allowed:
             return func(*args, **(kwargs or {}))

@@ -65,28 +65,114 @@ def init_inputs(module, seed: int, device: str) -> list:
     return list(values) if isinstance(values, (list, tuple)) else [values]
 
 
-def perturb_normalization(model: nn.Module, seed: int) -> int:
-    """Gives normalization layers non-trivial affine parameters and running statistics.
-    Their defaults (weight 1, bias 0, mean 0, variance 1) make an evaluated BatchNorm the
-    identity and let a candidate that ignores them pass."""
-    generator = torch.Generator().manual_seed(seed)
-    touched = 0
-    norm_types = (nn.modules.batchnorm._NormBase, nn.GroupNorm, nn.LayerNorm)
-    for module in model.modules():
-        if not isinstance(module, norm_types):
+#: Perturbation sizes. A tensor that is constant at initialization (ones, zeros, 0.5) gets
+#: values spread over +-50% of its value (zeros: +-50% of the scale of the module's other
+#: tensors), enough that a kernel which treats it as the constant is far outside any
+#: tolerance; a tensor drawn at random keeps its scale: each element is multiplied by a
+#: factor in [0.75, 1.25] and, unless all its elements share one sign, moved by noise of a
+#: tenth of its root mean square.
+CONSTANT_SPREAD = 0.5
+RANDOM_FACTOR_SPREAD = 0.25
+RANDOM_NOISE_FRACTION = 0.1
+
+
+def _derived_seed(*parts) -> int:
+    """A 63-bit seed from ``parts``, the same in every process (unlike ``hash``)."""
+    digest = hashlib.sha256(":".join(str(part) for part in parts).encode()).digest()
+    return int.from_bytes(digest[:8], "little") & ((1 << 63) - 1)
+
+
+def _generator(device: torch.device, seed: int) -> torch.Generator:
+    return torch.Generator(device=device).manual_seed(seed)
+
+
+def _uniform(tensor: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
+    """Uniform noise in [-1, 1) shaped like ``tensor``, drawn in float32 on its device."""
+    return torch.rand(tensor.shape, generator=generator, device=tensor.device, dtype=torch.float32) * 2 - 1
+
+
+#: Elements reduced at a time in float64 (bounds the temporaries for inputs of billions).
+_CHUNK = 1 << 24
+
+
+def _moments(tensor: torch.Tensor) -> tuple[float, float, float]:
+    """Mean, standard deviation and root mean square, accumulated in float64 chunk by chunk."""
+    flat = tensor.detach().reshape(-1)
+    count = flat.numel()
+    if not count:
+        return 0.0, 0.0, 0.0
+    total = squares = 0.0
+    for chunk in flat.split(_CHUNK):
+        chunk = chunk.double()
+        total += float(chunk.sum())
+        squares += float(chunk.square().sum())
+    mean = total / count
+    mean_square = squares / count
+    return mean, max(mean_square - mean * mean, 0.0) ** 0.5, mean_square ** 0.5
+
+
+def _rms(tensor: torch.Tensor) -> float:
+    return _moments(tensor)[2]
+
+
+def _is_structural(tensor: torch.Tensor) -> bool:
+    """A buffer whose values are all integers but not all equal: a mask or an index table
+    (a causal mask of ones and zeros, positions). Perturbing it would change what the
+    model computes rather than the weights it computes with."""
+    flat = tensor.detach().reshape(-1)
+    return bool((flat == flat.round()).all()) and bool((flat != flat[0]).any())
+
+
+def perturb_parameters(model: nn.Module, seed: int) -> list[str]:
+    """Gives every floating parameter and persistent buffer of ``model`` (everything in its
+    state dict that a kernel computes with) new values drawn from ``seed``, at the scale it
+    had, and returns their names.
+
+    Defaults let a kernel that ignores a tensor pass: an evaluated BatchNorm with weight 1,
+    bias 0, mean 0 and variance 1 is the identity, and a parameter initialized to ones is a
+    factor a kernel can leave out. Constant tensors therefore get spread values of the same
+    sign (variances stay positive), random ones are multiplied by factors near 1 (plus
+    noise when they have both signs). Integer-valued buffers that are not constant (masks,
+    index tables) and buffers outside the state dict (which the candidate does not receive)
+    are left alone.
+
+    Each tensor's noise comes from its own generator, seeded from ``seed`` and its name, on
+    its own device: the reference and the candidate process obtain the same values bit for
+    bit, and a tensor's values do not depend on which other tensors the model has."""
+    parameters = {id(value) for value in model.parameters()}
+    state = model.state_dict(keep_vars=True)
+    floating = {name: value for name, value in state.items()
+                if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and value.numel()}
+    structural = {name for name, value in floating.items() if id(value) not in parameters and _is_structural(value)}
+    # Measured before anything changes: the scale that a zero tensor borrows from its module.
+    scales = {name: _rms(value) for name, value in floating.items() if name not in structural}
+    seen: set[int] = set()
+    touched = []
+    for name, value in floating.items():
+        if id(value) in seen:
+            continue  # a tied tensor, perturbed once under its first name
+        seen.add(id(value))
+        if name in structural:
             continue
+        generator = _generator(value.device, _derived_seed("weights", seed, name))
+        work = value.detach().float()
+        noise = _uniform(work, generator)
+        low, high = float(work.min()), float(work.max())
+        if low == high == 0.0:
+            owner = name.rsplit(".", 1)[0] + "." if "." in name else ""
+            siblings = [scale for other, scale in scales.items() if other != name and other.startswith(owner)
+                        and "." not in other[len(owner):] and scale > 0]
+            new = noise.mul_(CONSTANT_SPREAD * (max(siblings) if siblings else 1.0))
+        elif low == high:
+            new = noise.mul_(CONSTANT_SPREAD).add_(1).mul_(low)
+        else:
+            new = noise.mul_(RANDOM_FACTOR_SPREAD).add_(1).mul_(work)
+            if low < 0 < high:
+                extra = torch.randn(work.shape, generator=generator, device=work.device, dtype=torch.float32)
+                new.add_(extra.mul_(RANDOM_NOISE_FRACTION * scales[name]))
         with torch.no_grad():
-            for name in ("weight", "bias", "running_mean", "running_var"):
-                tensor = getattr(module, name, None)
-                if not isinstance(tensor, torch.Tensor) or not tensor.dtype.is_floating_point:
-                    continue
-                shape = tensor.shape
-                if name in ("weight", "running_var"):
-                    values = torch.rand(shape, generator=generator) + 0.5
-                else:
-                    values = (torch.rand(shape, generator=generator) - 0.5)
-                tensor.copy_(values.to(tensor.dtype))
-                touched += 1
+            value.copy_(new.to(value.dtype))
+        touched.append(name)
     return touched
 
 
@@ -97,24 +183,134 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
         model = module.Model(*arguments)
     model = model.to(device)
     if perturb:
-        perturb_normalization(model, init_seed + 1)
+        perturb_parameters(model, init_seed + 1)
     model.train(mode == "train")
     return model, arguments
 
 
-def generate_inputs(module, seed: int, scale: float, device: str) -> list:
+# ---------------------------------------------------------------------------------------
+# Input distributions
+
+#: The stress distributions, in the order the audit tries them. Each reshapes the task's
+#: own floating-point inputs (``get_inputs()`` under the set's seed) at their own scale:
+#:   sign_symmetric  standard normal values times the inputs' root mean square (negative
+#:                   values where the task draws only positive ones, as torch.rand does);
+#:   shifted         the inputs moved by 3 to 6 standard deviations plus their mean, in a
+#:                   random direction;
+#:   heavy_tailed    a normal scale mixture (kurtosis far above the normal's) with one
+#:                   element in 512 sixteen times larger: a few elements carry much of a
+#:                   sum, so statistics taken from a sample of the elements miss them;
+#:   structured      values whose scale (0.14 to 7.4 times), sign and offset change from
+#:                   block to block of consecutive elements (one block length per input,
+#:                   1 to 63), plus an offset per index along every dimension (rows,
+#:                   columns and channels differ): not identically distributed across
+#:                   positions.
+#: ``positive`` folds a distribution onto the positive half-line (absolute values, shifts
+#: upwards), for references whose domain is positive (log, sqrt, a probability).
+STRESS_KINDS = ("sign_symmetric", "shifted", "heavy_tailed", "structured")
+
+
+class DistributionError(ValueError):
+    """A distribution specification that is not well formed."""
+
+
+def check_distribution(spec) -> dict | None:
+    """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool}), or None
+    for the task's own inputs; raises DistributionError otherwise."""
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
+        raise DistributionError(f"unknown input distribution {spec!r}; expected one of {', '.join(STRESS_KINDS)}")
+    return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
+
+
+def describe_distribution(spec: dict | None) -> str:
+    if spec is None:
+        return "the task's own inputs"
+    return spec["kind"].replace("_", "-") + (" (positive)" if spec.get("positive") else "") + " stress inputs"
+
+
+def _normal(shape, generator: torch.Generator, device) -> torch.Tensor:
+    return torch.randn(shape, generator=generator, device=device, dtype=torch.float32)
+
+
+def _uniform01(shape, generator: torch.Generator, device) -> torch.Tensor:
+    return torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
+
+
+def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: int) -> torch.Tensor:
+    """The floating-point input ``value`` (the task's own draw) under distribution ``spec``,
+    from a generator seeded by the set's seed and the input's position. Drawn chunk by
+    chunk into one float32 tensor the size of the input, so that inputs of billions of
+    elements need no more than that beside them."""
+    device = value.device
+    generator = _generator(device, _derived_seed("inputs", seed, position, spec["kind"], spec["positive"]))
+    mean, deviation, scale = _moments(value)
+    scale = scale or 1.0
+    shape = value.shape
+    kind = spec["kind"]
+    if kind == "shifted":
+        coin, spread = _uniform01((2,), generator, device).tolist()
+        direction = 1.0 if spec["positive"] or coin < 0.5 else -1.0
+        result = value.to(torch.float32, copy=True).add_(direction * (abs(mean) + 3 * (deviation or scale)) * (1 + spread))
+        return result.to(value.dtype)
+    result = torch.empty(shape, device=device, dtype=torch.float32)
+    flat = result.view(-1)
+    count = flat.numel()
+    # Structured inputs change from block to block; a chunk holds whole blocks.
+    length = 1 + int(_uniform01((), generator, device) * 63) if kind == "structured" else 1
+    step = max(length, _CHUNK // length * length)
+    for start in range(0, count, step):
+        part = flat[start:start + step]
+        if kind == "sign_symmetric":
+            part.copy_(_normal(part.shape, generator, device)).mul_(scale)
+        elif kind == "heavy_tailed":
+            part.copy_(_normal(part.shape, generator, device)).mul_(0.8).exp_()
+            part.mul_(_normal(part.shape, generator, device)).mul_(scale / 1.9)
+            part[_uniform01(part.shape, generator, device) < (1.0 / 512.0)] *= 16.0
+        else:
+            part.copy_(_normal(part.shape, generator, device)).mul_(scale)
+            blocks = -(-part.numel() // length)
+            block_scale = _uniform01((blocks,), generator, device).mul_(4).sub_(2).exp_()
+            block_scale.mul_(torch.where(_uniform01((blocks,), generator, device) < 0.5, -1.0, 1.0))
+            block_offset = _normal((blocks,), generator, device).mul_(0.5 * scale)
+            whole = part.numel() // length * length
+            if whole:
+                grid = part[:whole].view(-1, length)
+                grid.mul_(block_scale[:whole // length, None]).add_(block_offset[:whole // length, None])
+            if whole < part.numel():
+                part[whole:].mul_(block_scale[-1]).add_(block_offset[-1])
+    if kind == "structured":
+        for dimension, extent in enumerate(shape):
+            if extent > 1:
+                offsets = _normal((extent,), generator, device).mul_(scale)
+                view = [1] * len(shape)
+                view[dimension] = extent
+                result.add_(offsets.reshape(view))
+    if spec["positive"]:
+        result.abs_()
+    return result.to(value.dtype)
+
+
+def generate_inputs(module, seed: int, scale: float, device: str, distribution: dict | None = None) -> list:
     """One input set: ``get_inputs()`` under ``seed``, created on ``device``; floating-point
-    tensors are multiplied by ``scale`` (stress sets that leave the default distribution)."""
+    tensors are reshaped to ``distribution`` (``reshape_distribution``; None keeps the
+    task's own) and multiplied by ``scale`` (stress sets that leave the default
+    distribution, for clamps that standard-normal inputs never reach)."""
+    distribution = check_distribution(distribution)
     seed_everything(seed)
     with torch.device(device):
         values = module.get_inputs()
     values = list(values) if isinstance(values, (list, tuple)) else [values]
     result = []
-    for value in values:
+    for position, value in enumerate(values):
         if isinstance(value, torch.Tensor):
             value = value.to(device)
-            if scale != 1.0 and value.dtype.is_floating_point:
-                value = value * scale
+            if value.dtype.is_floating_point:
+                if distribution is not None:
+                    value = reshape_distribution(value, distribution, seed, position)
+                if scale != 1.0:
+                    value = value * scale
             value = value.contiguous() if not value.is_contiguous() else value
         result.append(value)
     return result

@@ -2,19 +2,25 @@
 """The ``reference`` handler: the trusted side of a verification.
 
 It runs the task's ``Model`` on every input set, keeps the expected outputs in its own
-memory, and then judges the candidate's outputs as they arrive over the session: it reads
-them as raw bytes from the candidate's slot files and compares them here. This process
+memory, draws the verification's plan (``plans.py``: how many calls each set gets, in which
+order, where the inputs lie) and hands it to the candidate one call at a time, and judges
+the candidate's outputs as they arrive over the session: it reads them as raw bytes from
+the candidate's slot files and compares them here, with atol scaled to each output's
+magnitude. A first call on a set that gives wrong values is repeated on the same inputs,
+so that a result depending on more than its inputs is reported as such. This process
 never imports candidate code, and its sandbox cannot read the candidate's files (only the
 slots the candidate writes)."""
 
 from __future__ import annotations
 
 import os
+import random
+import secrets
 import time
 
 import torch
 
-from . import compare, models, tensorio
+from . import compare, models, plans, tensorio
 from .compare import Failure
 from .registry import handler
 from .session import Session, SessionClosed, SessionTimeout
@@ -23,15 +29,20 @@ from .session import Session, SessionClosed, SessionTimeout
 class Expected:
     """What the reference produced for one input set."""
 
-    def __init__(self, outputs, inputs_before, inputs_after, fingerprint: str):
+    def __init__(self, outputs, inputs_before, inputs_after, fingerprint: str, tolerance: dict):
         layout: list = []
         self.description = tensorio.describe(outputs, layout)
         self.tensors = [tensor for _, tensor in layout]
         self.leaves = _tensor_paths(self.description)
         self.fingerprint = fingerprint
+        self.input_count = len(inputs_before)
         self.mutated = [index for index, (before, after) in enumerate(zip(inputs_before, inputs_after))
                         if isinstance(before, torch.Tensor) and not torch.equal(before, after)]
         self.inputs_after = {index: inputs_after[index] for index in self.mutated}
+        #: Each output's (and each changed input's) tolerance, its atol scaled to its magnitude.
+        self.tolerances = [compare.effective_tolerance(tolerance, tensor) for tensor in self.tensors]
+        self.input_tolerances = {index: compare.effective_tolerance(tolerance, tensor)
+                                 for index, tensor in self.inputs_after.items()}
 
 
 def _tensor_paths(description: dict, path: list | None = None) -> list[list]:
@@ -56,11 +67,26 @@ def _clone_inputs(inputs: list) -> list:
     return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
 
 
+def set_specs(args: dict) -> list[tuple[int, float, dict | None]]:
+    """(seed, scale, distribution) of every input set of a request."""
+    seeds = [int(seed) for seed in args["seeds"]]
+    scales = [float(scale) for scale in (args.get("scales") or [1.0] * len(seeds))]
+    distributions = list(args.get("distributions") or [None] * len(seeds))
+    if len(scales) != len(seeds) or len(distributions) != len(seeds):
+        raise models.TaskError("the request gives seeds, scales and distributions of different lengths")
+    return [(seed, scale, models.check_distribution(spec)) for seed, scale, spec in zip(seeds, scales, distributions)]
+
+
+def describe_set(index: int, spec: tuple) -> str:
+    _, scale, distribution = spec
+    text = f"input set {index} ({models.describe_distribution(distribution)}"
+    return text + (f", scaled by {scale:g})" if scale != 1.0 else ")")
+
+
 def run_reference_sets(module, model, args: dict, device: str) -> list[Expected]:
     expected = []
-    for index, seed in enumerate(args["seeds"]):
-        scale = float(args.get("scales", [1.0] * len(args["seeds"]))[index])
-        inputs = models.generate_inputs(module, int(seed), scale, device)
+    for index, (seed, scale, distribution) in enumerate(set_specs(args)):
+        inputs = models.generate_inputs(module, seed, scale, device, distribution)
         pristine = _clone_inputs(inputs)
         working = _clone_inputs(inputs)
         with torch.no_grad():
@@ -71,17 +97,17 @@ def run_reference_sets(module, model, args: dict, device: str) -> list[Expected]
                                        f"{type(error).__name__}: {error}") from error
         if device == "cuda":
             torch.cuda.synchronize()
-        entry = Expected(outputs, pristine, working, models.fingerprint(pristine))
+        entry = Expected(outputs, pristine, working, models.fingerprint(pristine), args["tolerance"])
         if index == 0 and args.get("check_reference_determinism", True):
             again = _clone_inputs(pristine)
             with torch.no_grad():
                 repeat = model(*again)
             layout: list = []
             tensorio.describe(repeat, layout)
-            for path, (_, tensor) in zip(entry.leaves, layout):
+            for position, (path, (_, tensor)) in enumerate(zip(entry.leaves, layout)):
                 try:
-                    compare.compare_tensor(entry.tensors[entry.leaves.index(path)], tensor,
-                                           compare.tolerance_for(args["tolerance"], tensor.dtype), compare.label(path))
+                    compare.compare_tensor(entry.tensors[position], tensor, entry.tolerances[position],
+                                           compare.label(path))
                 except Failure as failure:
                     raise models.TaskError("the reference Model is not deterministic: two runs on the same inputs"
                                            f" differ ({failure.message}); this task cannot be verified") from None
@@ -89,79 +115,96 @@ def run_reference_sets(module, model, args: dict, device: str) -> list[Expected]
     return expected
 
 
+def _ordinal(number: int) -> str:
+    return {1: "1st", 2: "2nd", 3: "3rd"}.get(number, f"{number}th")
+
+
 class Judge:
-    """Compares what the candidate announces with the expected outputs."""
+    """Compares what the candidate announces with the expected outputs, call by call."""
 
     def __init__(self, expected: list[Expected], args: dict):
         self.expected = expected
-        self.tolerance = args["tolerance"]
+        self.specs = set_specs(args)
         self.output_directory = args["output_directory"]
-        self.runs = int(args.get("runs", 2))
         self.checks: list[dict] = []
-        self.passed_first_run: set[int] = set()
+        #: Input set -> the first call on it that matched.
+        self.matched: dict[int, int] = {}
         # Each output read is compared (synchronously) before the next read reuses it.
         self.scratch = tensorio.ScratchBuffer(pinned=any(t.is_cuda for entry in expected for t in entry.tensors))
         #: Where judging goes, beside the waiting for the candidate: reading the slot files,
         #: and comparing (moving to the device included).
         self.timings_ms = {"read_ms": 0.0, "compare_ms": 0.0}
 
-    def _read_and_compare(self, path: str, entry: dict, want, where: str) -> dict:
+    def where(self, step: dict) -> str:
+        """'call 4 (input set 2, its 2nd call, in fresh memory)'."""
+        return (f"call {step['call'] + 1} ({describe_set(step['set'], self.specs[step['set']])}, its"
+                f" {_ordinal(step['run'])} call, inputs {plans.describe_placement(step['placement'])})")
+
+    def _read_and_compare(self, path: str, entry: dict, want, tolerance: dict, where: str, written_before: bool) -> dict:
         mark = time.perf_counter()
         actual = tensorio.read_tensor(path, entry, self.scratch)
         read = time.perf_counter()
-        stats = compare.compare_tensor(want, actual, compare.tolerance_for(self.tolerance, want.dtype), where)
+        stats = compare.compare_tensor(want, actual, tolerance, where, written_before)
         self.timings_ms["read_ms"] += (read - mark) * 1000
         self.timings_ms["compare_ms"] += (time.perf_counter() - read) * 1000
         return stats
 
-    def check(self, message: dict, set_index: int, run: int) -> None:
-        if message.get("set") != set_index or message.get("run") != run:
-            raise Failure("harness_error", f"the candidate process announced outputs out of order (expected input set"
-                                           f" {set_index}, run {run + 1})")
+    def check(self, message: dict, step: dict) -> None:
+        """Judges the outputs of ``step``; raises Failure if they are wrong."""
+        if message.get("call") != step["call"]:
+            raise Failure("harness_error", f"the candidate process announced the outputs of call {message.get('call')!r}"
+                                           f" where call {step['call'] + 1} was due")
         slot = message.get("slot")
         if not isinstance(slot, str) or "/" in slot or slot.startswith("."):
             raise Failure("harness_error", "the candidate process named an invalid slot file")
         path = os.path.join(self.output_directory, slot)
+        set_index = step["set"]
         expected = self.expected[set_index]
         if message.get("input_fingerprint") != expected.fingerprint:
             raise models.TaskError(
                 f"input set {set_index} differs between the reference and the candidate process; the task's"
                 " get_inputs() must depend only on torch's and Python's random generators so that a seed reproduces it")
+        written_before = set_index in self.matched
+        where = self.where(step)
         try:
             description = tensorio.validate(message.get("outputs"))
             compare.compare_structure(expected.description, description)
             stats = []
-            for path_in_output, tensor in zip(expected.leaves, expected.tensors):
+            for position, (path_in_output, tensor) in enumerate(zip(expected.leaves, expected.tensors)):
                 stats.append(self._read_and_compare(path, _at(description, path_in_output), tensor,
-                                                    compare.label(path_in_output)))
+                                                    expected.tolerances[position], compare.label(path_in_output),
+                                                    written_before))
             returned_inputs = message.get("inputs") or {}
             for index in expected.mutated:
-                where = f"input {index} after the call (the reference changes it in place)"
+                label = f"input {index} after the call (the reference changes it in place)"
                 entry = returned_inputs.get(str(index))
                 if entry is None:
-                    raise Failure("value_mismatch", f"{where} was not returned by the candidate process")
+                    raise Failure("value_mismatch", f"{label} was not returned by the candidate process")
                 entry = tensorio.validate(entry)
                 want = expected.inputs_after[index]
                 if list(entry.get("shape", [])) != list(want.shape) or entry.get("dtype") != tensorio.dtype_name(want.dtype):
-                    raise Failure("value_mismatch", f"{where} changed shape or dtype")
-                stats.append(self._read_and_compare(path, entry, want, where))
+                    raise Failure("value_mismatch", f"{label} changed shape or dtype")
+                stats.append(self._read_and_compare(path, entry, want, expected.input_tolerances[index], label,
+                                                    written_before))
         except tensorio.DescriptionError as error:
             raise Failure("output_structure", f"the candidate's output could not be read: {error}") from None
         except Failure as failure:
-            if run > 0 and set_index in self.passed_first_run and failure.reason in ("value_mismatch", "non_finite"):
-                raise Failure("nondeterministic",
-                              f"run {run + 1} on input set {set_index} differs from the reference although run 1 on the"
-                              f" same inputs matched: {failure.message} Outputs must not depend on uninitialised"
-                              " memory, races between threads or blocks, or earlier calls.",
-                              dict(failure.details, first_reason=failure.reason)) from None
             failure.details.setdefault("input_set", set_index)
-            failure.details.setdefault("run", run + 1)
-            if not failure.message.startswith("On input set"):
-                failure.message = f"On input set {set_index} (run {run + 1}): {failure.message}"
+            failure.details.setdefault("call", step["call"] + 1)
+            failure.details.setdefault("placement", step["placement"]["mode"])
+            if written_before and failure.reason in ("value_mismatch", "non_finite"):
+                earlier = self.matched[set_index]
+                raise Failure("nondeterministic",
+                              f"On {where}: call {earlier + 1} on the same inputs matched the reference, this one does"
+                              f" not: {failure.message} Outputs must depend on the inputs alone, not on earlier calls,"
+                              " on where the inputs lie in memory, on uninitialised memory, or on races between"
+                              " threads or blocks.",
+                              dict(failure.details, first_reason=failure.reason, matched_call=earlier + 1)) from None
+            failure.message = f"On {where}: {failure.message}"
             raise
-        if run == 0:
-            self.passed_first_run.add(set_index)
-        self.checks.append({"set": set_index, "run": run + 1, "passed": True, "errors": stats})
+        self.matched.setdefault(set_index, step["call"])
+        self.checks.append({"call": step["call"] + 1, "set": set_index, "run": step["run"],
+                            "placement": step["placement"]["mode"], "passed": True, "errors": stats})
 
 
 class CandidateAborted(Exception):
@@ -178,10 +221,102 @@ def _receive(session: Session, expected_type: str) -> dict:
     return message
 
 
+def _plan(args: dict, sets: int, inputs: int) -> list[dict]:
+    """The verification's plan, from the host's plan seed (drawn from the system's entropy
+    when the host gives none). The candidate never sees the seed."""
+    plan_seed = args.get("plan_seed")
+    rng = random.Random(int(plan_seed) if plan_seed is not None else secrets.randbits(64))
+    return plans.make_plan(sets, int(args.get("runs", 2)), int(args.get("extra_calls", 2)), inputs, rng)
+
+
+class Verification:
+    """The reference's side of the session: hands out the plan one step at a time and
+    judges each call's outputs."""
+
+    def __init__(self, session: Session, judge: Judge, steps: list[dict], specs: list[tuple], expected: list[Expected],
+                 observe_last: bool):
+        self.session = session
+        self.judge = judge
+        self.steps = steps
+        self.specs = specs
+        self.expected = expected
+        self.observe_last = observe_last
+        self.stage = "constructed"
+
+    def _send_step(self, step: dict, observe: bool = False) -> None:
+        seed, scale, distribution = self.specs[step["set"]]
+        # What the candidate learns: this call's inputs and where to put them, nothing more.
+        self.session.send({"type": "call", "call": step["call"], "seed": seed, "scale": scale,
+                           "distribution": distribution, "placement": step["placement"],
+                           "return_inputs": self.expected[step["set"]].mutated, "observe": observe})
+
+    def _outputs(self, step: dict) -> dict:
+        message = _receive(self.session, "outputs")
+        self.stage = f"call {step['call'] + 1}"
+        return message
+
+    def run(self) -> None:
+        steps = self.steps
+        last = len(steps) - 1
+        self._send_step(steps[0], observe=self.observe_last and last == 0)
+        for index, step in enumerate(steps):
+            message = self._outputs(step)
+            # The next step goes out before this call is judged: the candidate computes while
+            # the reference compares. Reading a step means the slot two calls back was read.
+            if index < last:
+                self._send_step(steps[index + 1], observe=self.observe_last and index + 1 == last)
+            try:
+                self.judge.check(message, step)
+            except Failure as failure:
+                self._settle(failure, step, pending=index < last)
+        self.session.send({"type": "done"})
+
+    def _settle(self, failure: Failure, step: dict, pending: bool) -> None:
+        """Ends the session after ``failure`` on ``step``. A first call on an input set that
+        produced wrong values is repeated twice on the same inputs in the same buffers (two
+        calls apart from it and from each other, so a pattern of every other call shows
+        too): if a repeat matches, what failed was not the computation but its dependence on
+        something besides the inputs, and the rejection says so."""
+        if failure.reason in ("value_mismatch", "non_finite") and step["set"] not in self.judge.matched:
+            if pending:
+                self._outputs(self.steps[step["call"] + 1])  # the call in flight; its outputs are not needed
+            call = step["call"] + (2 if pending else 1)
+            repeats = [plans.repeat_step(call, step, 1 if pending else 0)]
+            repeats.append(plans.repeat_step(call + 1, repeats[0], 0))
+            for repeat in repeats:
+                self._send_step(repeat)
+                message = self._outputs(repeat)
+                self.stage = f"call {step['call'] + 1}"
+                try:
+                    self.judge.check(message, repeat)
+                except Failure:
+                    continue
+                self.session.send({"type": "stop"})
+                raise _depends_on_more_than_inputs(failure, repeat) from None
+        self.session.send({"type": "stop"})
+        raise failure
+
+
+def _depends_on_more_than_inputs(failure: Failure, repeat: dict) -> Failure:
+    """The rejection of a call whose repeat on the same inputs, in the same buffers, matched."""
+    hint = failure.details.get("hint", "")
+    message = failure.message[:-len(hint)] if hint and failure.message.endswith(hint) else failure.message
+    if failure.details.get("poison"):
+        message += (" In that call those elements still held the pattern the harness writes into free memory before"
+                    " each call.")
+    return Failure("nondeterministic",
+                   f"{message} Call {repeat['call'] + 1}, on the same inputs placed in the same buffers, then gave the"
+                   " right output: the result depends on something besides the inputs (earlier calls, uninitialised"
+                   " memory, or a race between threads or blocks). Outputs must depend on the inputs alone.",
+                   dict(failure.details, first_reason=failure.reason, repeat_matched=repeat["call"] + 1))
+
+
 @handler("reference", prepared=True)
 def reference(args: dict, context) -> dict:
-    """Args: reference_path, device, init_seed, seeds, scales, runs, mode, perturb_normalization,
-    tolerance, session_directory, output_directory, check_reference_determinism."""
+    """Args: reference_path, device, init_seed, seeds, scales, distributions, runs (the
+    least number of calls per input set), extra_calls, plan_seed, mode, perturb_weights,
+    tolerance, session_directory, output_directory, check_reference_determinism,
+    observe_last_call."""
     timings = {}
     started = time.monotonic()
     device = args.get("device", context.device)
@@ -191,12 +326,14 @@ def reference(args: dict, context) -> dict:
     models.setup_device(device)
     module = models.load_reference(args["reference_path"])
     model, _ = models.build_reference_model(module, int(args["init_seed"]), device, args.get("mode", "eval"),
-                                            bool(args.get("perturb_normalization", True)))
+                                            bool(args.get("perturb_weights", True)))
     state = model.state_dict()
     weights = models.state_fingerprint(state)
     expected = run_reference_sets(module, model, args, device)
     timings["reference_ms"] = (time.monotonic() - mark) * 1000
     judge = Judge(expected, args)
+    steps = _plan(args, len(expected), max(entry.input_count for entry in expected))
+    verification = Verification(session, judge, steps, judge.specs, expected, bool(args.get("observe_last_call", True)))
     verdict = {"correct": False, "reason": "crashed",
                "message": "the candidate process ended before it sent its outputs"}
     candidate_stage = "start"
@@ -206,19 +343,11 @@ def reference(args: dict, context) -> dict:
             raise models.TaskError("the reference weights differ between the reference and the candidate process;"
                                    " Model's construction must depend only on torch's random generator")
         candidate_stage = "constructed"
-        session.send({"type": "plan", "seeds": args["seeds"], "scales": args.get("scales"), "runs": judge.runs,
-                      "return_inputs": [entry.mutated for entry in expected]})
         mark = time.monotonic()
-        for set_index in range(len(expected)):
-            for run in range(judge.runs):
-                message = _receive(session, "outputs")
-                candidate_stage = f"set {set_index} run {run + 1}"
-                try:
-                    judge.check(message, set_index, run)
-                except Failure:
-                    session.send({"type": "stop"})
-                    raise
-                session.send({"type": "continue"})
+        try:
+            verification.run()
+        finally:
+            candidate_stage = verification.stage
         timings["judging_ms"] = (time.monotonic() - mark) * 1000
         timings.update(judge.timings_ms)
         verdict = {"correct": True, "reason": None, "message": "every output matched the reference"}
@@ -236,10 +365,12 @@ def reference(args: dict, context) -> dict:
     return {
         "verdict": verdict,
         "checks": judge.checks,
+        "planned_calls": len(steps),
+        "plan": [{"set": step["set"], "placement": step["placement"]["mode"]} for step in steps],
         "candidate_stage": candidate_stage,
         "expected": {"outputs": first.description, "mutated_inputs": first.mutated},
         "input_sets": len(expected),
-        "runs": judge.runs,
+        "runs": int(args.get("runs", 2)),
         "timings_ms": timings,
         "torch": torch.__version__,
         "device_name": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",

@@ -16,6 +16,7 @@ from typing import Callable
 HANDLER_MODULES = [
     "cuda_agent_harness.basic",
     "cuda_agent_harness.scan",
+    "cuda_agent_harness.operators",
     "cuda_agent_harness.reference",
     "cuda_agent_harness.candidate",
     "cuda_agent_harness.audit",

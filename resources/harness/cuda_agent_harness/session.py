@@ -2,8 +2,9 @@
 """The channel between the reference process and the candidate process of one
 verification: two FIFOs the host creates in the session directory (``to_reference`` and
 ``to_candidate``), carrying JSON lines. The candidate writes its outputs into slot files in
-its output directory and announces them; the reference reads and compares them and
-answers ``continue`` or ``stop``. Whatever arrives from the candidate is untrusted data."""
+its output directory and announces them; the reference hands out each call (``call``),
+reads and compares the outputs, and ends with ``done`` or ``stop``. Whatever arrives from
+the candidate is untrusted data."""
 
 from __future__ import annotations
 

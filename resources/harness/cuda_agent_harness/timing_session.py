@@ -281,33 +281,8 @@ class CandidateChecks:
         if the candidate caught the exception."""
         if not self.enabled:
             return function
-        guard_class = self.guard_module.ForwardGuard
-        extra = tuple(self.policy.get("extra_allowed_operations", ()))
-
-        def refused(guard) -> CandidateViolation | None:
-            violation = guard.first_violation()
-            if violation is None:
-                return None
-            shown = violation.get("called_as") or violation["operation"]
-            return CandidateViolation("forbidden_operation",
-                                      f"ModelNew.forward ran {shown} while being timed: {violation['why']}")
-
-        def call(*inputs):
-            guard = guard_class(extra_allowed=extra)
-            try:
-                with guard:
-                    outputs = function(*inputs)
-            except BaseException:
-                violation = refused(guard)
-                if violation is not None:
-                    raise violation from None
-                raise
-            violation = refused(guard)
-            if violation is not None:
-                raise violation
-            return outputs
-
-        return call
+        return GuardedCall(function, self.guard_module.ForwardGuard,
+                           tuple(self.policy.get("extra_allowed_operations", ())))
 
     def violation(self) -> tuple[str, str] | None:
         if not self.enabled:
@@ -325,6 +300,50 @@ class CandidateChecks:
         if children:
             return "work_outlived_call", f"the candidate left {len(children)} process(es) running"
         return None
+
+
+class GuardedCall:
+    """A function under the forward guard, one guard per call. While ``serving(allocations)``
+    is active, the guard serves allowed creation operators from ``allocations`` (a trusted
+    batch's arena) instead of torch's allocator."""
+
+    def __init__(self, function: Callable, guard_class, extra_allowed: tuple):
+        self.function = function
+        self.guard_class = guard_class
+        self.extra_allowed = extra_allowed
+        self.allocations = None
+
+    @contextlib.contextmanager
+    def serving(self, allocations):
+        self.allocations = allocations
+        try:
+            yield
+        finally:
+            self.allocations = None
+
+    def __call__(self, *inputs):
+        guard = self.guard_class(extra_allowed=self.extra_allowed, allocations=self.allocations)
+        try:
+            with guard:
+                outputs = self.function(*inputs)
+        except BaseException:
+            violation = self.refused(guard)
+            if violation is not None:
+                raise violation from None
+            raise
+        violation = self.refused(guard)
+        if violation is not None:
+            raise violation
+        return outputs
+
+    @staticmethod
+    def refused(guard) -> "CandidateViolation | None":
+        violation = guard.first_violation()
+        if violation is None:
+            return None
+        shown = violation.get("called_as") or violation["operation"]
+        return CandidateViolation("forbidden_operation",
+                                  f"ModelNew.forward ran {shown} while being timed: {violation['why']}")
 
 
 def _candidate_function(request: dict, reference, torch, device, init_seed: int):
@@ -1003,7 +1022,7 @@ class ReferenceSession:
             raise SessionError(
                 "time_below_trusted_bound",
                 f"the candidate's process reported {summary['reported_median_us']:.2f} µs per call, but the trusted"
-                f" side's own clock saw at least {summary['bound_median_us']:.2f} µs per call in"
+                f" side's own clock saw at least {summary['bound_us_fastest']:.2f} µs per call in"
                 f" {summary['batches']} batches of {summary['calls_per_batch']} calls on inputs it placed itself"
                 f" (the reported time may be at most {summary['margin']:.0%} below that bound). Times are measured,"
                 " never reported: do not change how the candidate's process times its calls.",

@@ -1,0 +1,361 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The static check of a candidate's C++ and CUDA sources, on their text alone.
+
+The text is first brought to what the compiler's tokenizer sees: backslash-newline
+continuations joined (a name split over two lines is one name), the ``%:`` digraphs
+spelled as ``#``, comments and string literals blanked out (so that they never trigger a
+rule). Rules then run over the whole text, so that a qualified name broken over lines is
+still seen; each finding carries the line of the original file.
+
+This is the first and fastest message, not the boundary: what the built module links is
+checked symbol by symbol afterwards (include/cuda_agent/verify/link_policy.hpp), and that
+check sees every call however the source spells it. The rules here aim at the spellings
+that hide a call from a reader: ``using`` directives and namespace aliases of torch's
+namespaces, functions taken by their address, headers named through macros, inline
+assembly in host code and raw system calls."""
+
+from __future__ import annotations
+
+import bisect
+import re
+
+#: at::/torch::/c10:: names a candidate's C++ may use: tensors, their creation and metadata,
+#: dtypes, devices, streams, guards, events and handles. Matched as prefixes of the full name.
+CPP_ALLOWED = (
+    "at::Tensor", "torch::Tensor", "at::TensorOptions", "torch::TensorOptions", "at::ScalarType", "torch::ScalarType",
+    "c10::ScalarType", "at::Scalar", "torch::Scalar", "c10::Scalar", "at::IntArrayRef", "torch::IntArrayRef",
+    "c10::IntArrayRef", "at::ArrayRef", "c10::ArrayRef", "at::Device", "torch::Device", "c10::Device",
+    "at::DeviceType", "torch::DeviceType", "c10::DeviceType", "at::Layout", "torch::Layout", "at::MemoryFormat",
+    "torch::MemoryFormat", "c10::MemoryFormat", "at::Half", "c10::Half", "at::BFloat16", "c10::BFloat16",
+    "at::complex", "c10::complex", "c10::optional", "at::optional", "c10::nullopt", "at::nullopt", "c10::irange",
+    "c10::Error", "c10::ValueError", "c10::IndexError", "c10::TypeError", "c10::NotImplementedError",
+    "at::empty", "at::empty_like", "at::empty_strided", "at::zeros", "at::zeros_like", "at::ones", "at::ones_like",
+    "at::full", "at::full_like", "at::from_blob", "at::scalar_tensor", "at::arange",
+    "torch::empty", "torch::empty_like", "torch::empty_strided", "torch::zeros", "torch::zeros_like", "torch::ones",
+    "torch::ones_like", "torch::full", "torch::full_like", "torch::from_blob", "torch::arange", "torch::tensor",
+    "torch::dtype", "torch::device", "torch::requires_grad", "torch::layout", "at::device", "at::dtype",
+    "at::cuda::getCurrentCUDAStream", "at::cuda::getDefaultCUDAStream", "at::cuda::getStreamFromPool",
+    "at::cuda::getStreamFromExternal", "at::cuda::CUDAStream", "at::cuda::CUDAStreamGuard",
+    "at::cuda::OptionalCUDAStreamGuard", "at::cuda::CUDAGuard", "at::cuda::OptionalCUDAGuard", "at::cuda::CUDAEvent",
+    "at::cuda::getCurrentCUDABlasHandle", "at::cuda::getCurrentCUDABlasLtHandle", "at::cuda::getCurrentDeviceProperties",
+    "at::cuda::getDeviceProperties", "at::cuda::warp_size", "at::cuda::getCurrentCUDASolverDnHandle",
+    "at::native::getCudnnHandle", "at::cuda::CUDAGraph", "at::cuda::graph_pool_handle",
+    "at::cuda::ATenCUDAGeneral",
+    "c10::cuda::", "at::acc_type", "at::opmath_type", "at::ScalarTypeToCPPType", "c10::impl::ScalarTypeToCPPType",
+    "at::kByte", "at::kChar", "at::kShort", "at::kInt", "at::kLong", "at::kHalf", "at::kFloat", "at::kDouble",
+    "at::kBool", "at::kBFloat16", "at::kComplexFloat", "at::kComplexDouble", "at::kCUDA", "at::kCPU", "at::kStrided",
+    "torch::k", "c10::k", "at::elementSize", "c10::elementSize", "at::toString", "c10::toString",
+    "at::isFloatingType", "c10::isFloatingType", "at::isComplexType", "at::isReducedFloatingType",
+    "at::TensorArg", "at::checkAllSameGPU", "at::checkSameType", "at::CheckedFrom",
+)
+
+#: Functions with no other meaning: any use of the name (a call, its address, a pointer
+#: to it) is a finding.
+_UNAMBIGUOUS_FUNCTIONS = (
+    "pthread_create", "pthread_detach", "pthread_join", "thrd_create", "posix_spawn", "posix_spawnp", "vfork",
+    "execv", "execvp", "execvpe", "execve", "execl", "execlp", "execle", "fexecve", "popen", "dlopen", "dlmopen",
+    "dlsym", "dlvsym", "getenv", "secure_getenv", "setenv", "putenv", "unsetenv", "syscall", "ptrace", "mprotect",
+    "process_vm_writev", "process_vm_readv", "fopen", "freopen", "cudaLaunchHostFunc", "cudaStreamAddCallback",
+    "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion", "cuGetProcAddress", "cuGetProcAddress_v2",
+    "cuLaunchHostFunc", "cuStreamAddCallback",
+)
+#: Names that are also ordinary words: a call or the address of one is a finding.
+_CALLED_FUNCTIONS = ("fork", "clone", "system", "socket", "connect", "open", "openat", "creat")
+
+#: Headers for threads, processes, dynamic loading, tracing, system calls, files, sockets
+#: or an embedded interpreter, however they are named (a macro can hold the name).
+_FORBIDDEN_HEADERS = (
+    "thread", "future", "pthread.h", "dlfcn.h", "sys/ptrace.h", "pybind11/embed.h", "spawn.h", "sys/syscall.h",
+    "syscall.h", "asm/unistd.h", "sys/mman.h", "sys/socket.h", "fcntl.h", "link.h", "omp.h", "fstream", "filesystem",
+    "sys/wait.h", "sys/prctl.h", "ucontext.h", "setjmp.h", "csetjmp", "threads.h",
+)
+_HEADER_ALTERNATIVES = "|".join(re.escape(name) for name in _FORBIDDEN_HEADERS)
+_TORCH_NAMESPACES = r"(?:at|torch|c10|caffe2|aten)"
+
+#: (pattern, reason, why) over the whole prepared text.
+CPP_FORBIDDEN = [
+    (re.compile(r"\bstd\s*::\s*(?:__\w+\s*::\s*)?(thread|jthread|async)\b"), "forbidden_construct",
+     "starts a thread; forward must finish all its work before it returns"),
+    (re.compile(r"(?<![.>\w])(?:::\s*)?(" + "|".join(_UNAMBIGUOUS_FUNCTIONS) + r")\b"), "forbidden_construct",
+     "names a function that starts threads or processes, loads code, reads the environment or files, makes raw"
+     " system calls or runs host code from a stream (calling it, or taking its address, is the same)"),
+    (re.compile(r"(?:(?<![.>\w:])(" + "|".join(_CALLED_FUNCTIONS) + r")\s*\(|&\s*(?:::\s*)?(" +
+                "|".join(_CALLED_FUNCTIONS) + r")\b)"),
+     "forbidden_construct", "starts a process, runs a command or opens files or connections"),
+    (re.compile(r"#\s*include\s*[<\"]\s*(?:[\w./]*/)?(" + _HEADER_ALTERNATIVES + r")\s*[>\"]|<\s*(" + _HEADER_ALTERNATIVES +
+                r")\s*>"),
+     "forbidden_construct", "includes a header for threads, processes, dynamic loading, tracing, system calls, files"
+                            " or an embedded interpreter"),
+    (re.compile(r"/proc/"), "forbidden_construct", "reads or writes /proc"),
+    (re.compile(r"\b(SYS_\w+|__NR_\w+)\b"), "forbidden_construct", "names a raw system call"),
+    (re.compile(r"\b(Py[A-Z][A-Za-z]*_\w+|Py_(?!ssize_t\b|hash_t\b|buffer\b)\w+|_Py\w+)\b"), "forbidden_construct",
+     "uses the Python C API; the extension must only compute"),
+    (re.compile(r"\b(py|pybind11)\s*::\s*(module_?\s*::\s*import|exec|eval|eval_file|globals)\b|"
+                r"(?<![\w:])module_?\s*::\s*import\b"),
+     "forbidden_construct", "imports Python modules or runs Python code from C++"),
+    (re.compile(r"(?:\.|->)\s*attr\s*\("), "forbidden_construct",
+     "reaches Python attributes from C++ (and with them any Python code); the extension must only compute"),
+    (re.compile(r"\b(DispatchKey|DispatchKeySet|redispatch|ExcludeDispatchKeyGuard|IncludeDispatchKeyGuard|"
+                r"AutoDispatchBelow\w*|TorchDispatchModeTLS|PythonTorchFunctionTLS|PythonDispatcher\w*|"
+                r"impl\s*::\s*tls_\w+|tls_set_dispatch_key_\w+|tls_local_dispatch_key_set|"
+                r"_force_tls_local_dispatch_key_set|parseDispatchKey)\b"),
+     "forbidden_construct", "manipulates torch's dispatcher, which would hide operators from the evaluation"),
+    (re.compile(r"\bat\s*::\s*(native\s*::\s*(?!getCudnnHandle\b)|_ops\b)|\bc10\s*::\s*impl\s*::\s*(?!ScalarTypeToCPPType)"),
+     "forbidden_construct", "calls torch's internal operator implementations"),
+    (re.compile(r"\busing\s+namespace\s+(?:::\s*)?" + _TORCH_NAMESPACES + r"\b[\w:\s]*"), "forbidden_construct",
+     "brings a torch namespace into scope, so that unqualified calls (relu(x), cpu::relu(x)) escape this check;"
+     " qualify what you use (torch::empty, at::Tensor)"),
+    (re.compile(r"\bnamespace\s+\w+\s*=\s*(?:::\s*)?" + _TORCH_NAMESPACES + r"\b[\w:\s]*"), "forbidden_construct",
+     "gives a torch namespace another name, so that its functions escape this check; qualify what you use"),
+    (re.compile(r"\bnamespace\s+" + _TORCH_NAMESPACES + r"\s*(?:::\s*\w+\s*)*\{"), "forbidden_construct",
+     "reopens a torch namespace, where unqualified names are torch's own; put your code in your own namespace"),
+    (re.compile(r"\b(cudaCtxResetPersistingL2Cache|cudaLimitPersistingL2CacheSize|accessPolicyWindow|"
+                r"cudaStreamAttributeAccessPolicyWindow|cudaKernelNodeAttributeAccessPolicyWindow|"
+                r"cudaLaunchAttributeAccessPolicyWindow|cudaDeviceReset|cudaDeviceSetLimit|cudaDeviceSetCacheConfig|"
+                r"cudaStreamSetAttribute|cudaThreadExit)\b"),
+     "forbidden_construct", "changes device-wide state (persisting L2 cache, limits, reset)"),
+    (re.compile(r"(?<![.>\w])(secure_getenv|getenv|setenv|putenv|unsetenv|fopen|freopen|socket|connect)\s*\(|"
+                r"\bstd\s*::\s*(?:__\w+\s*::\s*)?[io]?fstream\b|\bstd\s*::\s*(?:__\w+\s*::\s*)?filesystem\b"),
+     "forbidden_construct", "reads the environment or files, or opens connections"),
+    (re.compile(r"##|%:%:"), "forbidden_construct", "token pasting can assemble names the scan would otherwise see"),
+    (re.compile(r"#\s*(?:define|undef)\s+(__device__|__global__|__host__|__CUDA_ARCH__|__forceinline__|__noinline__|"
+                r"__CUDACC__|asm|__asm__|__asm)\b"),
+     "forbidden_construct", "redefines a CUDA keyword or macro, which would make host code look like device code"),
+    (re.compile(r"\bglobalContext\s*\("), "forbidden_construct", "changes torch's global settings"),
+]
+_QUALIFIED = re.compile(r"\b(at|torch|c10)\s*::\s*((?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*)")
+_INLINE_ASSEMBLY = re.compile(r"\b(asm|__asm__|__asm)\b")
+_USING_STD = re.compile(r"\busing\s+namespace\s+(?:::\s*)?std\s*;")
+_STD_ALIAS = re.compile(r"\bnamespace\s+(\w+)\s*=\s*(?:::\s*)?std\s*;")
+_DEVICE_KEYWORD = re.compile(r"\b(__device__|__global__)\b")
+_CUDA_ARCH_IF = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.*)$", re.M)
+CUDA_SUFFIXES = (".cu", ".cuh")
+#: Files nvcc may compile (headers can be included by a .cu file): device code is told
+#: apart there. .cpp files go to the host compiler, where nothing is device code.
+_DEVICE_CAPABLE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
+
+
+def _join_continuations(text: str) -> tuple[str, list[int]]:
+    """The text with backslash-newlines removed (translation phase 2), and the offsets in
+    it where each original line starts (for line numbers)."""
+    pieces: list[str] = []
+    starts = [0]  # joined offset of the start of each original line
+    length = 0
+    position = 0
+    for match in re.finditer(r"\\[ \t]*\r?\n|\n", text):
+        piece = text[position:match.start()]
+        if match.group(0) == "\n":
+            piece += "\n"
+        pieces.append(piece)
+        length += len(piece)
+        starts.append(length)
+        position = match.end()
+    pieces.append(text[position:])
+    return "".join(pieces), starts
+
+
+def _blank_cpp(text: str) -> str:
+    """``text`` with comments and the contents of string and character literals replaced by
+    spaces (line breaks kept), so that every offset still points where it pointed."""
+    out = list(text)
+    i, n = 0, len(text)
+
+    def blank(start: int, end: int) -> None:
+        for k in range(start, min(end, n)):
+            if out[k] != "\n":
+                out[k] = " "
+
+    def in_include(at: int) -> bool:
+        line_start = text.rfind("\n", 0, at) + 1
+        return re.fullmatch(r"\s*(?:#|%:)\s*include\s*", "".join(out[line_start:at])) is not None
+
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            end = text.find("\n", i)
+            end = n if end < 0 else end
+            blank(i, end)
+            i = end
+            continue
+        if text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            blank(i, end)
+            i = end
+            continue
+        raw = re.match(r'(?:u8|u|U|L)?R"([^()\\\s]{0,16})\(', text[i:i + 24]) if c in 'RuUL' else None
+        if raw and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            closing = ")" + raw.group(1) + '"'
+            end = text.find(closing, i + raw.end())
+            end = n if end < 0 else end + len(closing)
+            blank(i, end)
+            i = end
+            continue
+        if c in "\"'":
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" else 1
+            if not (c == '"' and in_include(i)):  # a header's name stays readable
+                blank(i + 1, j)
+            i = j + 1
+            continue
+        i += 1
+    return "".join(out)
+
+
+def _prepare(source: str) -> tuple[str, str, list[int]]:
+    """(the joined text, the same with comments and literals blanked and digraphs spelled
+    out, where each original line starts in them)."""
+    joined, starts = _join_continuations(source)
+    code = _blank_cpp(joined).replace("%:%:", "##  ").replace("%:", "# ")
+    return joined, code, starts
+
+
+def strip_cpp(text: str) -> str:
+    """Removes comments and the contents of string and character literals, keeping line
+    breaks; continuations are joined first, as the compiler does."""
+    return _prepare(text)[1]
+
+
+def _matching_brace(code: str, opening: int) -> int:
+    depth = 0
+    for k in range(opening, len(code)):
+        if code[k] == "{":
+            depth += 1
+        elif code[k] == "}":
+            depth -= 1
+            if depth == 0:
+                return k
+    return len(code)
+
+
+def device_ranges(code: str) -> list[tuple[int, int]]:
+    """Offsets of CUDA device code: the bodies of functions (and lambdas) declared
+    ``__device__`` or ``__global__`` but not ``__host__``, and the branches of
+    ``#if``/``#ifdef`` on ``__CUDA_ARCH__`` (compiled for the device only)."""
+    ranges: list[tuple[int, int]] = []
+    for match in _DEVICE_KEYWORD.finditer(code):
+        if re.match(r"[ \t]*#", code[code.rfind("\n", 0, match.start()) + 1:]):
+            continue  # in a directive (a macro holding the keyword): no function here
+        # The declaration runs to its body ('{') or its end (';'); a function has a '('.
+        k, parentheses, seen_parameters = match.end(), 0, False
+        while k < len(code):
+            ch = code[k]
+            if ch == "(":
+                parentheses += 1
+                seen_parameters = True
+            elif ch == ")":
+                parentheses -= 1
+            elif parentheses == 0 and ch in ";}":
+                break
+            elif parentheses == 0 and ch == "{":
+                break
+            k += 1
+        if k >= len(code) or code[k] != "{" or not seen_parameters:
+            continue
+        declaration_start = max(code.rfind(";", 0, match.start()), code.rfind("}", 0, match.start()),
+                                code.rfind("{", 0, match.start()), code.rfind("\n#", 0, match.start()))
+        if re.search(r"\b__host__\b", code[declaration_start + 1:k]):
+            continue
+        ranges.append((k, _matching_brace(code, k)))
+    # Preprocessor branches on __CUDA_ARCH__: "#if(def) __CUDA_ARCH__" up to its #else,
+    # #elif or #endif, and "#ifndef __CUDA_ARCH__ ... #else" from the #else on.
+    stack: list[list] = []  # [kind, device_start or None]
+    for directive in _CUDA_ARCH_IF.finditer(code):
+        keyword, rest = directive.group(1), directive.group(2)
+        on_arch = "__CUDA_ARCH__" in rest
+        if keyword in ("if", "ifdef", "ifndef"):
+            negated = keyword == "ifndef" or re.search(r"!\s*defined\s*\(?\s*__CUDA_ARCH__", rest) is not None
+            # "A && __CUDA_ARCH__" holds on the device only; "A || __CUDA_ARCH__" may hold on the host.
+            device_branch = on_arch and not negated and "||" not in rest
+            stack.append([on_arch and negated, directive.end() if device_branch else None])
+        elif keyword in ("elif", "else") and stack:
+            negated_if, start = stack[-1]
+            if start is not None:
+                ranges.append((start, directive.start()))
+                stack[-1][1] = None
+            elif negated_if and keyword == "else":
+                stack[-1][1] = directive.end()
+            stack[-1][0] = False
+        elif keyword == "endif" and stack:
+            _, start = stack.pop()
+            if start is not None:
+                ranges.append((start, directive.start()))
+    return ranges
+
+
+def _finding(file: str, line: int, reason: str, message: str, rule: str) -> dict:
+    return {"reason": reason, "file": file, "line": line, "rule": rule, "message": f"{file} line {line}: {message}"}
+
+
+def _shown(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: bool = True) -> list[dict]:
+    joined, code, starts = _prepare(source)
+
+    def line_of(offset: int) -> int:
+        return bisect.bisect_right(starts, offset)
+
+    found: list[tuple[int, int, int, dict]] = []  # (line, phase, rule index, finding)
+
+    def add(offset: int, phase: int, index: int, reason: str, message: str, rule: str) -> None:
+        line = line_of(offset)
+        found.append((line, phase, index, _finding(file, line, reason, message, rule)))
+
+    for index, (pattern, reason, why) in enumerate(CPP_FORBIDDEN):
+        for match in pattern.finditer(code):
+            shown = _shown(match.group(0))
+            if shown.startswith("#") and "include" in shown:
+                # The header's name is a literal when quoted: read it from the unblanked text.
+                shown = _shown(joined[match.start():match.end()])
+            add(match.start(), 0, index, reason, f"'{shown}' {why}.", "cpp-construct")
+
+    # std's thread names, unqualified under `using namespace std` or through an alias of std.
+    std_names = [re.escape(alias) for alias in _STD_ALIAS.findall(code)]
+    thread_uses = []
+    if _USING_STD.search(code):
+        thread_uses.append(re.compile(r"(?<![\w.>:])(thread|jthread)\b(?!\s*::\s*(id|hardware_concurrency)\b)|"
+                                      r"(?<![\w.>:])async\s*\("))
+    if std_names:
+        thread_uses.append(re.compile(r"\b(?:" + "|".join(std_names) + r")\s*::\s*(?:__\w+\s*::\s*)?(thread|jthread|async)\b"))
+    for pattern in thread_uses:
+        for match in pattern.finditer(code):
+            add(match.start(), 0, len(CPP_FORBIDDEN), "forbidden_construct",
+                f"'{_shown(match.group(0))}' starts a thread (std's names are in scope here); forward must finish"
+                " all its work before it returns.", "cpp-construct")
+
+    # Inline assembly: PTX in device code is how fast kernels use tensor cores and async
+    # copies; in host code it can make system calls no symbol shows.
+    device = device_ranges(code) if file.endswith(_DEVICE_CAPABLE_SUFFIXES) else []
+    for match in _INLINE_ASSEMBLY.finditer(code):
+        if any(start <= match.start() < end for start, end in device):
+            continue
+        where = "in host code" if file.endswith(_DEVICE_CAPABLE_SUFFIXES) else "in a C++ file"
+        add(match.start(), 0, len(CPP_FORBIDDEN) + 1, "forbidden_construct",
+            f"'{match.group(0)}' is inline assembly {where}, which can make system calls that no symbol shows; inline"
+            " PTX belongs in __device__ or __global__ functions.", "cpp-asm")
+
+    for match in _QUALIFIED.finditer(code):
+        name = re.sub(r"\s+", "", match.group(0))
+        if any(name == allowed or name.startswith(allowed + "::") or
+               (allowed.endswith("::") and name.startswith(allowed)) or
+               (allowed in ("torch::k", "c10::k") and re.match(re.escape(allowed) + r"[A-Z]", name))
+               for allowed in CPP_ALLOWED):
+            continue
+        add(match.start(), 1, 0, "forbidden_operation",
+            f"{name} is torch's own computation or internals; the extension may use torch only to"
+            " create tensors, read their metadata and get streams, guards and library handles."
+            " Write the computation as your own kernels (cuBLAS/cuDNN called directly are allowed where the"
+            " task's library policy allows them).", "cpp-torch")
+    if not allow_cublas:
+        for match in re.finditer(r"\bcublas\w*", code):
+            add(match.start(), 2, 0, "forbidden_module",
+                "cuBLAS is not allowed by this evaluation's policy (the reference multiplies no matrices).", "library")
+    if not allow_cudnn:
+        for match in re.finditer(r"\bcudnn\w*", code):
+            add(match.start(), 2, 1, "forbidden_module",
+                "cuDNN is not allowed by this evaluation's policy (the reference does not convolve).", "library")
+    found.sort(key=lambda item: item[:3])
+    return [item[3] for item in found]

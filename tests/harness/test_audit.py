@@ -1,0 +1,97 @@
+# SPDX-License-Identifier: Apache-2.0
+"""The null-model audit: a task whose own inputs let a null model pass gets stress inputs
+that make every null model fail, within the reference's domain; a task that no
+distribution rescues is unfit to be scored; a sound task needs nothing."""
+
+import random
+import types
+
+from cuda_agent_harness import audit, compare, models
+
+
+def task(forward: str, inputs: str, init: str = "", init_inputs: str = "[]"):
+    """A task module with ``forward`` (an expression of x) and ``get_inputs``' list."""
+    source = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self{', ' + init if init else ''}):
+        super().__init__()
+
+    def forward(self, x):
+        return {forward}
+
+
+def get_inputs():
+    return {inputs}
+
+
+def get_init_inputs():
+    return {init_inputs}
+"""
+    module = types.ModuleType("audited_task")
+    exec(compile(source, "audited_task.py", "exec"), module.__dict__)
+    return module
+
+
+def run(module, tolerance=compare.PAPER, seed=0):
+    model, _ = models.build_reference_model(module, seed, "cpu", "eval", True)
+    rng = random.Random(seed)
+    args = {"seeds": [rng.randrange(2**32) for _ in range(5)], "scales": [1.0, 1.0, 1.0, 2.0, 4.0],
+            "tolerance": tolerance}
+    return audit.audit_task(module, model, args, "cpu")
+
+
+def test_a_sound_task_needs_no_stress_inputs():
+    report = run(task("torch.relu(x)", "[torch.randn(16, 256)]"))
+    assert not report["degenerate"] and report["passing"] == [] and report["stress"] == []
+    assert not report["unfit"]
+    assert set(report["null_models"]) == {"zeros", "constant", "mean", "passthrough", "replay"}
+    assert all(not verdict["passes"] for verdict in report["null_models"].values())
+    assert "input set" in report["null_models"]["passthrough"]["message"]
+
+
+def test_an_activation_of_rand_inputs_gets_sign_symmetric_stress_inputs():
+    report = run(task("torch.relu(x)", "[torch.rand(16, 256)]"))
+    assert report["degenerate"] and report["passing"] == ["passthrough"]
+    assert {"kind": "sign_symmetric", "positive": False} in report["stress"]
+    assert not report["unfit"] and report["still_passing"] == []
+
+
+def test_a_sample_friendly_statistic_also_gets_heavy_tailed_inputs():
+    report = run(task("torch.mean(x, dim=-1)", "[torch.rand(8, 65536)]"))
+    assert "mean" in report["passing"]
+    kinds = [spec["kind"] for spec in report["stress"]]
+    assert "heavy_tailed" in kinds and len(kinds) == 2
+    assert not report["unfit"]
+
+
+def test_stress_inputs_stay_in_the_reference_s_domain():
+    # sqrt of a constant input: every output of a set equals every other (the mean null
+    # model passes), and signed stress inputs take sqrt out of its domain.
+    report = run(task("torch.sqrt(x)", "[torch.ones(16, 64) * 4]"))
+    assert "mean" in report["passing"]
+    assert report["stress"] and all(spec["positive"] for spec in report["stress"])
+    signed = [entry for entry in report["tried"] if not entry["distribution"]["positive"]]
+    assert signed and not any(entry["in_domain"] for entry in signed)
+    assert all("not finite" in entry["why"] for entry in signed)
+    assert not report["unfit"]
+
+
+def test_a_task_that_no_distribution_rescues_is_unfit_and_says_which_null_model_passes():
+    report = run(task("torch.softmax(x, dim=1).mean(dim=1) * 64", "[torch.randn(8, 64)]"))
+    assert report["unfit"] and report["stress"] == []
+    assert "constant" in report["still_passing"]
+    assert "constant" in report["message"] and "not scored" in report["message"]
+    assert all(entry["in_domain"] for entry in report["tried"])
+
+
+def test_tiny_outputs_are_no_longer_matched_by_zeros():
+    softmax = task("torch.softmax(torch.nn.functional.layer_norm(x, (x.shape[-1],)), dim=-1)",
+                   "[torch.randn(8, 16384)]")
+    unscaled = dict(compare.PAPER)
+    del unscaled["atol_scale"]
+    assert "zeros" in run(softmax, unscaled)["passing"], "within an atol of 1e-2 as given"
+    assert "zeros" not in run(softmax)["passing"], "not once atol follows the output's magnitude"

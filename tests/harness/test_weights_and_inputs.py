@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Weights and inputs that expose shortcuts: every floating parameter and buffer perturbed,
+reproducibly and at its own scale; stress distributions of the inputs, reproducible and
+what their names say."""
+
+import pytest
+import torch
+import torch.nn as nn
+
+from cuda_agent_harness import models
+
+
+class Everything(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(32, 16)
+        self.norm = nn.BatchNorm1d(16)
+        self.layer_norm = nn.LayerNorm(16)
+        self.gain = nn.Parameter(torch.ones(16))
+        self.offset = nn.Parameter(torch.zeros(16))
+        self.halves = nn.Parameter(torch.full((4,), 0.5))
+        self.positive = nn.Parameter(torch.rand(64) + 0.1)
+        self.register_buffer("mask", torch.tril(torch.ones(6, 6)))
+        self.register_buffer("positions", torch.arange(8, dtype=torch.float32))
+        self.register_buffer("scale", torch.ones(1))
+        self.register_buffer("private", torch.ones(3), persistent=False)
+        self.register_buffer("counts", torch.tensor([3, 4]))
+        self.tied = self.linear.weight
+
+
+def built(seed=0):
+    torch.manual_seed(1)
+    model = Everything()
+    before = {name: value.clone() for name, value in model.state_dict(keep_vars=False).items()}
+    touched = models.perturb_parameters(model, seed)
+    return model, before, touched
+
+
+def rms(tensor):
+    return float(tensor.double().pow(2).mean().sqrt())
+
+
+def test_every_floating_parameter_and_persistent_buffer_changes_except_masks_and_index_tables():
+    model, before, touched = built()
+    after = model.state_dict()
+    for name in ("linear.bias", "norm.weight", "norm.bias", "norm.running_mean", "norm.running_var",
+                 "layer_norm.weight", "layer_norm.bias", "gain", "offset", "halves", "positive", "scale"):
+        assert name in touched, name
+        assert not torch.equal(after[name], before[name]), name
+    for name in ("mask", "positions", "counts", "norm.num_batches_tracked"):
+        assert name not in touched and torch.equal(after[name], before[name]), name
+    assert torch.equal(model.private, torch.ones(3)), "buffers outside the state dict stay (the candidate never gets them)"
+    # A tied tensor is perturbed once, under whichever of its names comes first.
+    assert model.tied is model.linear.weight and ("tied" in touched) != ("linear.weight" in touched)
+    assert not torch.equal(model.linear.weight, before["linear.weight"])
+
+
+def test_constants_stop_being_constant_keep_their_sign_and_zeros_borrow_their_module_scale():
+    model, before, _ = built()
+    for name in ("gain", "halves", "norm.weight", "norm.running_var", "layer_norm.weight", "scale"):
+        value, level = model.state_dict()[name], float(before[name].flatten()[0])
+        if value.numel() > 1:
+            assert float(value.std()) > 0.05 * level, name
+        assert bool(((value > 0.5 * level - 1e-6) & (value < 1.5 * level + 1e-6)).all()), name
+    assert bool((model.norm.running_var > 0).all()), "a variance stays positive"
+    # A zero bias of BatchNorm takes the scale of its weight (1): values up to +-0.5.
+    assert 0.1 < float(model.norm.bias.abs().max()) <= 0.5
+    assert float(model.offset.abs().max()) > 0.05
+
+
+def test_random_tensors_keep_their_scale_and_sign_definite_ones_their_sign():
+    model, before, _ = built()
+    for name in ("linear.weight", "linear.bias"):
+        ratio = rms(model.state_dict()[name]) / rms(before[name])
+        assert 0.85 < ratio < 1.2, (name, ratio)
+        correlation = torch.corrcoef(torch.stack([model.state_dict()[name].flatten(), before[name].flatten()]))[0, 1]
+        assert correlation > 0.9, "the perturbation keeps the values, it does not redraw them"
+    assert bool((model.positive > 0).all())
+    assert 0.85 < rms(model.positive) / rms(before["positive"]) < 1.2
+
+
+def test_the_perturbation_is_reproducible_and_depends_on_the_seed():
+    first, _, _ = built(seed=5)
+    second, _, _ = built(seed=5)
+    third, _, _ = built(seed=6)
+    for name, value in first.state_dict().items():
+        assert torch.equal(value, second.state_dict()[name]), name
+    assert not torch.equal(first.gain, third.gain)
+    assert models.state_fingerprint(first.state_dict()) == models.state_fingerprint(second.state_dict())
+    assert models.state_fingerprint(first.state_dict()) != models.state_fingerprint(third.state_dict())
+
+
+def test_a_tensor_s_noise_does_not_depend_on_the_model_s_other_tensors():
+    class Fewer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.gain = nn.Parameter(torch.ones(16))
+
+    alone = Fewer()
+    models.perturb_parameters(alone, 5)
+    full, _, _ = built(seed=5)
+    assert torch.equal(alone.gain, full.gain)
+
+
+class Task:
+    """A module with get_inputs, as a task file defines it."""
+
+    @staticmethod
+    def get_inputs():
+        return [torch.rand(64, 256), torch.randint(0, 10, (64,)), 3.0]
+
+
+@pytest.mark.parametrize("kind", models.STRESS_KINDS)
+@pytest.mark.parametrize("positive", [False, True])
+def test_stress_inputs_are_reproducible_and_keep_shape_dtype_and_non_floating_inputs(kind, positive):
+    spec = {"kind": kind, "positive": positive}
+    first = models.generate_inputs(Task, 11, 1.0, "cpu", spec)
+    again = models.generate_inputs(Task, 11, 1.0, "cpu", spec)
+    other = models.generate_inputs(Task, 12, 1.0, "cpu", spec)
+    own = models.generate_inputs(Task, 11, 1.0, "cpu")
+    assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
+    assert first[0].shape == own[0].shape and first[0].dtype == own[0].dtype
+    assert not torch.equal(first[0], own[0])
+    assert torch.equal(first[1], own[1]) and first[2] == 3.0, "integer tensors and scalars are the task's own"
+    assert models.fingerprint(first) == models.fingerprint(again)
+    assert bool(torch.isfinite(first[0]).all())
+    if positive:
+        assert bool((first[0] >= 0).all())
+
+
+def test_each_stress_kind_does_what_its_name_says():
+    own = models.generate_inputs(Task, 3, 1.0, "cpu")[0]
+    draw = {kind: models.generate_inputs(Task, 3, 1.0, "cpu", {"kind": kind, "positive": False})[0]
+            for kind in models.STRESS_KINDS}
+    assert float(own.min()) >= 0
+    symmetric = draw["sign_symmetric"]
+    assert 0.3 < float((symmetric < 0).float().mean()) < 0.7, "negative values where torch.rand has none"
+    assert 0.8 < rms(symmetric) / rms(own) < 1.25, "at the inputs' own scale"
+    shift = float(draw["shifted"].mean() - own.mean())
+    assert abs(shift) > 3 * float(own.std())
+    assert torch.allclose(draw["shifted"] - shift, own, atol=1e-5), "the same values, moved"
+    heavy = draw["heavy_tailed"].double()
+    kurtosis = float(((heavy - heavy.mean()) ** 4).mean() / heavy.var() ** 2)
+    assert kurtosis > 10, "far heavier tails than a normal distribution's (3)"
+    structured = draw["structured"].double()
+    row_means = structured.mean(dim=1)
+    column_means = structured.mean(dim=0)
+    assert float(row_means.std()) > 3 * float(structured.std()) / 256 ** 0.5, "rows differ more than by chance"
+    assert float(column_means.std()) > 2 * float(structured.std()) / 64 ** 0.5, "columns too"
+    assert models.generate_inputs(Task, 3, 1.0, "cpu", {"kind": "shifted", "positive": True})[0].min() > own.min()
+
+
+def test_scaling_applies_to_stress_inputs_too_and_unknown_distributions_are_refused():
+    spec = {"kind": "heavy_tailed", "positive": False}
+    plain = models.generate_inputs(Task, 4, 1.0, "cpu", spec)[0]
+    scaled = models.generate_inputs(Task, 4, 2.0, "cpu", spec)[0]
+    assert torch.allclose(scaled, plain * 2)
+    with pytest.raises(models.DistributionError):
+        models.generate_inputs(Task, 4, 1.0, "cpu", {"kind": "gaussian"})
