@@ -1018,7 +1018,7 @@ class _Grammar:
             self.find("forbidden_construct", target, "dunder",
                       f"assigns {_shown(target)}: dunder attributes belong to the interpreter.")
             return None
-        for atom in base - {REPORTED, NONE}:
+        for atom in sorted(base - {REPORTED, NONE}):
             if atom.startswith((OBJECT, LAYER)) or atom == UNKNOWN:
                 if target.attr in NN_MODULE_MEMBERS and atom != UNKNOWN:
                     self.find("forbidden_construct", target, "reserved",
@@ -1041,7 +1041,7 @@ class _Grammar:
         base = self.check_attribute_target(target)
         if base is None:
             return
-        for atom in base:
+        for atom in sorted(base):
             if atom.startswith(OBJECT):
                 self.merge(self.attributes.setdefault(atom[len(OBJECT):], {}), target.attr, atoms)
 
@@ -1056,7 +1056,7 @@ class _Grammar:
         return atoms
 
     def second_class(self, node, atoms) -> None:
-        for atom in atoms:
+        for atom in sorted(atoms):
             if atom.startswith((FUNCTION,)):
                 self.escaped.add(atom[len(FUNCTION):])
         kinds = {MODULE: "module", MEMBER: "function or class", BUILTIN: "builtin", FUNCTION: "function",
@@ -1123,7 +1123,7 @@ class _Grammar:
                       f"{_shown(node)}: .{node.attr} reaches the interpreter's or the harness's internals.")
             return {REPORTED}
         results: set[str] = set()
-        for atom in base:
+        for atom in sorted(base):
             if atom == NONE and len(base) > 1:
                 continue
             found = self.attribute(atom, node.attr, node, called=False)
@@ -1154,7 +1154,7 @@ class _Grammar:
                           " internals.")
                 return {REPORTED}
             results: set[str] = set()
-            for atom in base:
+            for atom in sorted(base):
                 if atom == NONE and len(base) > 1:
                     continue
                 found = self.attribute(atom, node.func.attr, node.func, called=True, call=node)
@@ -1168,7 +1168,7 @@ class _Grammar:
             self.arguments(node)
             return {REPORTED}
         results = set()
-        for atom in function:
+        for atom in sorted(function):
             found = self.call(atom, node)
             if found is None:
                 return {REPORTED}
@@ -1185,7 +1185,7 @@ class _Grammar:
         is_slice = isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and any(
             isinstance(e, ast.Slice) for e in node.slice.elts))
         results: set[str] = set()
-        for atom in base:
+        for atom in sorted(base):
             if atom == SHAPE:
                 results.add(SHAPE if is_slice else NUMBER)
             elif atom in (ARG, STRING, REPORTED):
@@ -1363,7 +1363,7 @@ class _Grammar:
         if not atoms:
             return self.missing()
         elements: set[str] = set()
-        for atom in atoms:
+        for atom in sorted(atoms):
             if atom == SHAPE:
                 elements.add(NUMBER)
             elif atom in (ARG, STRING, REPORTED):
@@ -1551,7 +1551,7 @@ class _Grammar:
             if not called:
                 return atoms
             results: set[str] = set()
-            for atom in atoms:
+            for atom in sorted(atoms):
                 result = self.call(atom, call)
                 if result is None:
                     return None

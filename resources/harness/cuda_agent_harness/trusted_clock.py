@@ -73,11 +73,11 @@ DEFAULTS = {
     "checked_calls": 3,
     "max_elements": 1 << 14,
     # How far below the trusted bound a reported time may be (a fraction of the bound). On the
-    # CPU the samples are taken cold and one at a time, the batches warm and through two
-    # processes that a loaded host wakes late: honest reports of the suite's ReLU fell 1.1 to
-    # 1.7 times the bound on a 2-core machine beside other work, so only gross understatements
-    # are caught there.
-    "margin": {"cuda": 0.05, "cpu": 0.50},
+    # CPU only gross understatements (tenfold) are caught: there the calls run on the host,
+    # whose time slices stretch a batch of milliseconds but rarely a sample of a hundred µs.
+    # Alone on a 2-core machine, honest reports of the suite's ReLU were 1.1 to 1.7 times the
+    # fastest batch's bound; beside another test on the same cores, 0.3 times.
+    "margin": {"cuda": 0.05, "cpu": 0.90},
     # What the exchange around one batch and the read-back add to it (µs), which the margin
     # grows by, relative to the batch: batches that memory keeps short are not held to more
     # than the protocol can measure.
