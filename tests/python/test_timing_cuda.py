@@ -227,5 +227,5 @@ def test_an_honest_gpu_candidate_is_bounded_by_trusted_batches_replayed_as_a_gra
 
 def test_a_gpu_candidate_whose_process_understates_its_times_is_rejected():
     result = _session("under_reporter", short_kernel_us=0.0)
-    assert not result["ok"]
+    assert not result["ok"], (result.get("trusted_clock"), [each["samples"]["candidate"] for each in result["rounds"][:3]])
     assert result["rejection"]["reason"] == "time_below_trusted_bound", result["rejection"]
