@@ -120,6 +120,82 @@ def test_inline_assembly_only_in_device_code():
         assert found, (file, source)
 
 
+@pytest.mark.parametrize("source", [
+    "torch::Tensor f(torch::Tensor x, py::object hook) { return x; }\n",
+    "void f(const py::handle& h) {}\n",
+    "void f(pybind11::module_& m) { auto d = getattr(m, \"__dict__\"); }\n",
+    "void f(py::module_& m) { PyObject* raw = m.ptr(); }\n",
+    "void f(py::module_& m) { if (hasattr(m, \"x\")) {} }\n",
+    "using namespace pybind11;\n",
+    "namespace python = pybind11;\n",
+    "torch::Tensor f(torch::Tensor x) { THPVariable_Wrap(x); return x; }\n",
+])
+def test_python_objects_are_out_of_reach_of_a_binding(source):
+    found = reasons(PRELUDE + source)
+    assert found and found[0][0] == "forbidden_construct", found
+
+
+@pytest.mark.parametrize("source", [
+    "using entry = float* (*)(void);\n",
+    "typedef void (*callback)(int);\n",
+    "void f(void* p) { auto g = (int (*)(int)) p; g(1); }\n",
+    "auto p = &torch::Tensor::data_ptr<float>;\n",
+    "void f() { void* p = (void*)&at::empty; }\n",
+    "void f() { auto p = at::zeros_like; }\n",
+    "decltype(at::empty_like)* p = nullptr;\n",
+    "using at::zeros_like;\n",
+    "#define NS at\nvoid f() { NS::cpu::relu; }\n",
+    "void f() { std::add_pointer_t<int(int)> p = nullptr; }\n",
+])
+def test_functions_by_address_are_refused(source):
+    found = reasons(PRELUDE + source)
+    assert found and found[0][0] in ("forbidden_construct", "forbidden_operation"), found
+
+
+def test_what_bindings_legitimately_write_passes():
+    source = PRELUDE + textwrap.dedent("""\
+        namespace py = pybind11;
+        torch::Tensor run(const torch::Tensor& x, c10::optional<torch::Tensor> out, double scale) {
+          TORCH_CHECK(x.scalar_type() == torch::kFloat32, "float32 only");
+          auto y = out.has_value() ? *out : torch::empty_like(x, x.options().dtype(torch::kFloat));
+          auto* data = reinterpret_cast<float4*>(y.data_ptr<float>());
+          const float* in = (const float*)x.data_ptr();
+          auto stream = at::cuda::getCurrentCUDAStream();
+          (void)data; (void)in; (void)stream; (void)c10::nullopt;
+          for (auto i : c10::irange(x.dim())) { (void)i; }
+          return y;
+        }
+        void add_helpers(py::module_& m) { m.def("twice", [](double v) { return 2 * v; }); }
+        PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+          m.def("run", &run, "run", py::arg("x"), py::arg("out") = py::none(), py::arg("scale") = 1.0,
+                py::call_guard<py::gil_scoped_release>());
+          add_helpers(m);
+        }
+    """)
+    assert reasons(source) == []
+
+
+@pytest.mark.parametrize("condition", ["!__CUDA_ARCH__", "__CUDA_ARCH__ >= 0", "__CUDA_ARCH__ + 1",
+                                       "defined(__CUDA_ARCH__) || 1", "__CUDA_ARCH__ > -1"])
+def test_only_conditions_false_on_the_host_mark_device_code(condition):
+    source = f'#if {condition}\nvoid f() {{ asm volatile("syscall"); }}\n#endif\n'
+    assert any(rule == "cpp-asm" for _, _, rule in reasons(source, "kernels/k.cuh")), condition
+    device = f'#if {"__CUDA_ARCH__ >= 700" if ">" in condition else "defined(__CUDA_ARCH__)"}\n' \
+             'void f() { asm volatile("mov.u32 %0, %%laneid;" : "=r"(x)); }\n#endif\n'
+    assert reasons(device, "kernels/k.cuh") == []
+
+
+def test_a_header_the_host_compiler_includes_is_host_code():
+    from cuda_agent_harness.scan import scan
+    header = '__device__ inline unsigned lane() { unsigned l; asm volatile("mov.u32 %0, %%laneid;" : "=r"(l)); return l; }\n'
+    files = {"model_new.py": "import torch\n", "kernels/lane.cuh": header,
+             "kernels/k.cu": '#include "lane.cuh"\n', "kernels/binding.cpp": PRELUDE + "int x = 0;\n"}
+    assert [f for f in scan({"files": files}, None)["findings"] if f["file"] != "model_new.py"] == []
+    files["kernels/binding.cpp"] = PRELUDE + '#include "lane.cuh"\n'
+    found = [f for f in scan({"files": files}, None)["findings"] if f["file"] == "kernels/lane.cuh"]
+    assert found and found[0]["rule"] == "cpp-asm", found
+
+
 def test_device_ranges_cover_device_bodies_only():
     code = strip_cpp("void h() { }\n__global__ void k() { int a; }\n__device__ int table[2] = {1, 2};\nvoid g() {}\n")
     ranges = device_ranges(code)

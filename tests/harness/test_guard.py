@@ -125,3 +125,15 @@ def test_replaced_functions_and_changed_settings_are_found():
     assert any("torch.allclose" in problem for problem in problems)
     assert any("get_num_threads" in problem for problem in problems)
     assert state.violations() == []
+
+
+def test_widening_the_allowlist_is_detected_even_when_the_modes_stay():
+    guard = ForwardGuard()
+    with torch.no_grad(), guard:
+        guard.allowed = guard.allowed | {"relu"}
+        torch.relu(torch.ones(4))
+    assert guard.tampered and "allowlist" in guard.first_violation()["why"]
+    honest = ForwardGuard()
+    with torch.no_grad(), honest:
+        torch.empty(4)
+    assert not honest.tampered and honest.first_violation() is None

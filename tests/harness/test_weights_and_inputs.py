@@ -121,7 +121,8 @@ def test_stress_inputs_are_reproducible_and_keep_shape_dtype_and_non_floating_in
     assert torch.equal(first[0], again[0]) and not torch.equal(first[0], other[0])
     assert first[0].shape == own[0].shape and first[0].dtype == own[0].dtype
     assert not torch.equal(first[0], own[0])
-    assert torch.equal(first[1], own[1]) and first[2] == 3.0, "integer tensors and scalars are the task's own"
+    assert torch.equal(first[1], own[1]), "integer tensors are the task's own"
+    assert first[2] == own[2] == 3.0 * models.scalar_factor(11, 2), "a number changes with the seed, not the distribution"
     assert models.fingerprint(first) == models.fingerprint(again)
     assert bool(torch.isfinite(first[0]).all())
     if positive:
@@ -157,3 +158,23 @@ def test_scaling_applies_to_stress_inputs_too_and_unknown_distributions_are_refu
     assert torch.allclose(scaled, plain * 2)
     with pytest.raises(models.DistributionError):
         models.generate_inputs(Task, 4, 1.0, "cpu", {"kind": "gaussian"})
+
+
+def test_numbers_among_the_inputs_change_from_set_to_set_within_their_range():
+    factors = {models.generate_inputs(Task, seed, 1.0, "cpu")[2] / 3.0 for seed in range(20)}
+    low, high = models.SCALAR_FACTOR_RANGE
+    assert len(factors) == 20 and all(low <= factor < high for factor in factors)
+
+
+def test_a_near_repeat_moves_a_few_elements_of_its_base_set_only():
+    base = models.generate_inputs(Task, 11, 1.0, "cpu")
+    spec = {"kind": models.NEAR_REPEAT, "base": [11, 1.0, None]}
+    near = models.generate_inputs(Task, 99, 1.0, "cpu", spec)
+    again = models.generate_inputs(Task, 99, 1.0, "cpu", spec)
+    assert torch.equal(near[0], again[0]) and torch.equal(near[1], base[1]) and near[2] == base[2]
+    changed = int((near[0] != base[0]).sum())
+    assert 1 <= changed <= near[0].numel() // models.NEAR_REPEAT_ELEMENTS
+    # the values that moved are the set's own values: the inputs stay in the task's domain
+    assert set(near[0].reshape(-1).tolist()) <= set(base[0].reshape(-1).tolist())
+    with pytest.raises(models.DistributionError):
+        models.check_distribution({"kind": models.NEAR_REPEAT, "base": [11, 1.0, spec]})

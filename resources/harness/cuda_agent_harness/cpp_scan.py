@@ -17,6 +17,7 @@ assembly in host code and raw system calls."""
 from __future__ import annotations
 
 import bisect
+import posixpath
 import re
 
 #: at::/torch::/c10:: names a candidate's C++ may use: tensors, their creation and metadata,
@@ -71,6 +72,21 @@ _FORBIDDEN_HEADERS = (
 )
 _HEADER_ALTERNATIVES = "|".join(re.escape(name) for name in _FORBIDDEN_HEADERS)
 _TORCH_NAMESPACES = r"(?:at|torch|c10|caffe2|aten)"
+_TORCH_AND_PYBIND = r"(?:at|torch|c10|caffe2|aten|py|pybind11)"
+
+#: The pybind11 names a binding needs: argument names and defaults, the GIL guards, return
+#: policies, overload selection, the module a helper adds functions to, and the exceptions
+#: that become Python's ValueError, IndexError, TypeError and KeyError.
+_PYBIND11_ALLOWED = (
+    "arg", "arg_v", "none", "call_guard", "gil_scoped_release", "gil_scoped_acquire", "return_value_policy",
+    "overload_cast", "kw_only", "pos_only", "module_", "value_error", "index_error", "type_error", "key_error",
+)
+#: pybind11's free functions on Python objects (attributes, casts, evaluation), which
+#: argument-dependent lookup finds unqualified.
+_PYBIND11_FUNCTIONS = (
+    "getattr", "setattr", "hasattr", "delattr", "isinstance", "reinterpret_borrow", "reinterpret_steal", "globals",
+    "eval", "exec", "eval_file", "cast", "len", "iter", "repr", "print",
+)
 
 #: (pattern, reason, why) over the whole prepared text.
 CPP_FORBIDDEN = [
@@ -122,6 +138,34 @@ CPP_FORBIDDEN = [
                 r"__CUDACC__|asm|__asm__|__asm)\b"),
      "forbidden_construct", "redefines a CUDA keyword or macro, which would make host code look like device code"),
     (re.compile(r"\bglobalContext\s*\("), "forbidden_construct", "changes torch's global settings"),
+    (re.compile(r"#\s*define\s+\w+(?:\([^)]*\))?\s+(?:::\s*)?" + _TORCH_AND_PYBIND + r"\b"), "forbidden_construct",
+     "hides a torch or pybind11 namespace behind a macro, where this check cannot follow it"),
+    # Python objects in C++: a handle on any Python object reaches every module through its
+    # attributes (a tensor's class, its methods' globals, builtins), and pybind11 spells those
+    # lookups as free functions (found by argument-dependent lookup, so unqualified too).
+    (re.compile(r"\b(?:py|pybind11)\s*::\s*(?!(?:" + "|".join(_PYBIND11_ALLOWED) + r")\b)(\w+)"),
+     "forbidden_construct", "handles Python objects in C++, and through them any Python code; a binding takes and"
+                            " returns tensors and numbers, and its only pybind11 names are " +
+                            ", ".join("py::" + name for name in _PYBIND11_ALLOWED)),
+    (re.compile(r"(?<![\w.>:])(?:::\s*)?(" + "|".join(_PYBIND11_FUNCTIONS) + r")\s*[<(]|(?:\.|->)\s*ptr\s*\(\s*\)"),
+     "forbidden_construct", "reaches Python objects or their raw pointers from C++; the extension must only compute"),
+    (re.compile(r"\busing\s+namespace\s+(?:::\s*)?pybind11\b|\bnamespace\s+(?!py\s*=)\w+\s*=\s*(?:::\s*)?pybind11\b"),
+     "forbidden_construct", "brings pybind11's names into scope under other spellings; write py:: (namespace py ="
+                            " pybind11)"),
+    (re.compile(r"\bTHP\w+"), "forbidden_construct", "uses torch's Python bindings from C++"),
+    # Functions by their address: pointer arithmetic from one reaches any function of the
+    # same library without naming it, and a call through a pointer escapes every check.
+    (re.compile(r"\(\s*(?:\w+\s*::\s*)*\*\s*(?:const\s+)?\w*\s*\)\s*\("), "forbidden_construct",
+     "declares a pointer to a function; call your functions by their names"),
+    (re.compile(r"&\s*(?:::\s*)?" + _TORCH_AND_PYBIND + r"\s*::"), "forbidden_construct",
+     "takes the address of a torch or pybind11 function"),
+    (re.compile(r"\b(?:decltype|typeid)\s*\(\s*&?\s*(?:::\s*)?" + _TORCH_AND_PYBIND + r"\s*::|\badd_pointer(?:_t)?\b"),
+     "forbidden_construct", "takes the type of a torch or pybind11 function, as a pointer to it would need"),
+    (re.compile(r"\busing\s+(?:::\s*)?" + _TORCH_NAMESPACES + r"\s*::"), "forbidden_construct",
+     "brings a torch name into scope unqualified, where this check cannot follow it; qualify what you use"),
+    (re.compile(r"\b(?:at|torch|c10)\s*::\s*(?:\w+\s*::\s*)*(?!k[A-Z]|nullopt\b)([a-z]\w*)\b(?!\s*(?:[(<]|::))"),
+     "forbidden_construct", "names a torch function without calling it, which takes its address; call it, or"
+                            " write the computation yourself"),
 ]
 _QUALIFIED = re.compile(r"\b(at|torch|c10)\s*::\s*((?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*)")
 _INLINE_ASSEMBLY = re.compile(r"\b(asm|__asm__|__asm)\b")
@@ -133,6 +177,7 @@ CUDA_SUFFIXES = (".cu", ".cuh")
 #: Files nvcc may compile (headers can be included by a .cu file): device code is told
 #: apart there. .cpp files go to the host compiler, where nothing is device code.
 _DEVICE_CAPABLE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
+_HOST_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
 
 
 def _join_continuations(text: str) -> tuple[str, list[int]]:
@@ -229,6 +274,31 @@ def _matching_brace(code: str, opening: int) -> int:
     return len(code)
 
 
+_ARCH_TEST = r"(?:defined\s*\(\s*__CUDA_ARCH__\s*\)|defined\s+__CUDA_ARCH__|__CUDA_ARCH__\s*(>=|>)\s*(\d+))"
+_DEVICE_ONLY_IF = re.compile(r"\s*(?:" + _ARCH_TEST + r"|\(\s*" + _ARCH_TEST + r"\s*\))\s*(?:&&.*)?")
+_HOST_ONLY_IF = re.compile(r"\s*!\s*(?:defined\s*\(\s*__CUDA_ARCH__\s*\)|defined\s+__CUDA_ARCH__)\s*")
+
+
+def _arch_condition(keyword: str, rest: str) -> tuple[bool, bool]:
+    """(whether the condition holds exactly on the host, whether it holds only on the
+    device) for ``#<keyword> <rest>``. Only the usual spellings count; anything else on
+    ``__CUDA_ARCH__`` (``#if !__CUDA_ARCH__``, ``>= 0``, ``||``) may hold on the host, where
+    the macro is 0, and is host code."""
+    rest = rest.strip()
+    if keyword == "ifdef":
+        return False, rest == "__CUDA_ARCH__"
+    if keyword == "ifndef":
+        return rest == "__CUDA_ARCH__", False
+    if _HOST_ONLY_IF.fullmatch(rest):
+        return True, False
+    match = _DEVICE_ONLY_IF.fullmatch(rest)
+    if not match or "||" in rest:
+        return False, False
+    operator, bound = (match.group(1), match.group(2)) if match.group(1) else (match.group(3), match.group(4))
+    # On the host the macro is 0: ">= 0" and "> -1" would hold there.
+    return False, operator is None or int(bound) >= (1 if operator == ">=" else 0)
+
+
 def device_ranges(code: str) -> list[tuple[int, int]]:
     """Offsets of CUDA device code: the bodies of functions (and lambdas) declared
     ``__device__`` or ``__global__`` but not ``__host__``, and the branches of
@@ -265,10 +335,8 @@ def device_ranges(code: str) -> list[tuple[int, int]]:
         keyword, rest = directive.group(1), directive.group(2)
         on_arch = "__CUDA_ARCH__" in rest
         if keyword in ("if", "ifdef", "ifndef"):
-            negated = keyword == "ifndef" or re.search(r"!\s*defined\s*\(?\s*__CUDA_ARCH__", rest) is not None
-            # "A && __CUDA_ARCH__" holds on the device only; "A || __CUDA_ARCH__" may hold on the host.
-            device_branch = on_arch and not negated and "||" not in rest
-            stack.append([on_arch and negated, directive.end() if device_branch else None])
+            negated, device_branch = _arch_condition(keyword, rest)
+            stack.append([negated, directive.end() if device_branch else None])
         elif keyword in ("elif", "else") and stack:
             negated_if, start = stack[-1]
             if start is not None:
@@ -292,8 +360,38 @@ def _shown(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: bool = True) -> list[dict]:
+def host_compiled_files(files: dict[str, str]) -> set[str]:
+    """The files the host compiler sees: C++ files and every file they include, however
+    deep (a header with ``__device__`` functions included from a .cpp file is host code:
+    there the CUDA keywords expand to nothing). When a C++ file names a header through a
+    macro, every file counts."""
+    names = sorted(files)
+    host = {name for name in names if name.endswith(_HOST_SUFFIXES)}
+    pending = list(host)
+    while pending:
+        current = pending.pop()
+        code = strip_cpp(files[current])
+        for directive in re.finditer(r"^[ \t]*#[ \t]*include\b(.*)$", code, re.M):
+            quoted = re.match(r'\s*"([^"]+)"', directive.group(1))
+            if not quoted:
+                if not re.match(r"\s*<", directive.group(1)):
+                    return set(names)
+                continue
+            wanted = posixpath.normpath(posixpath.join(posixpath.dirname(current), quoted.group(1)))
+            for name in names:
+                if name not in host and (name == wanted or name.endswith("/" + quoted.group(1).lstrip("./"))):
+                    host.add(name)
+                    pending.append(name)
+    return host
+
+
+def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: bool = True,
+             host_compiled: bool | None = None) -> list[dict]:
+    """Findings in one C++ or CUDA file. ``host_compiled``: whether the host compiler sees
+    the file (``host_compiled_files``); by default, what its suffix says."""
     joined, code, starts = _prepare(source)
+    if host_compiled is None:
+        host_compiled = not file.endswith(_DEVICE_CAPABLE_SUFFIXES)
 
     def line_of(offset: int) -> int:
         return bisect.bisect_right(starts, offset)
@@ -328,11 +426,11 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
 
     # Inline assembly: PTX in device code is how fast kernels use tensor cores and async
     # copies; in host code it can make system calls no symbol shows.
-    device = device_ranges(code) if file.endswith(_DEVICE_CAPABLE_SUFFIXES) else []
+    device = [] if host_compiled else device_ranges(code)
     for match in _INLINE_ASSEMBLY.finditer(code):
         if any(start <= match.start() < end for start, end in device):
             continue
-        where = "in host code" if file.endswith(_DEVICE_CAPABLE_SUFFIXES) else "in a C++ file"
+        where = "in a file the host compiler sees" if host_compiled else "in host code"
         add(match.start(), 0, len(CPP_FORBIDDEN) + 1, "forbidden_construct",
             f"'{match.group(0)}' is inline assembly {where}, which can make system calls that no symbol shows; inline"
             " PTX belongs in __device__ or __global__ functions.", "cpp-asm")

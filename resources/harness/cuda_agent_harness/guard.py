@@ -84,6 +84,7 @@ class ForwardGuard:
         self._function_mode = _FunctionMode(self)
         self._dispatch_mode = _DispatchMode(self)
         self.tampered = False
+        self._allowed_at_entry = self.allowed
 
     def refuse(self, operation: str, python: str | None, why: str) -> None:
         record = {"operation": operation, "called_as": python, "why": why}
@@ -103,8 +104,12 @@ class ForwardGuard:
     def __exit__(self, kind, value, trace):
         dispatch_stack = _get_current_dispatch_mode_stack()
         function_stack = _get_current_function_mode_stack()
+        # The allowlist is checked by identity and content: code that widened it for the
+        # call and put it back would leave another object, or the same set grown.
         self.tampered = not (dispatch_stack and dispatch_stack[-1] is self._dispatch_mode and function_stack
-                             and function_stack[-1] is self._function_mode)
+                             and function_stack[-1] is self._function_mode
+                             and self.allowed is self._allowed_at_entry
+                             and isinstance(self.allowed, frozenset))
         try:
             self._dispatch_mode.__exit__(kind, value, trace)
         finally:
@@ -116,7 +121,8 @@ class ForwardGuard:
             return self.violations[0]
         if self.tampered:
             return {"operation": "torch mode stack", "called_as": None,
-                    "why": "forward changed the torch function or dispatch mode stack, removing the guard"}
+                    "why": "forward changed the torch function or dispatch mode stack, or the guard's allowlist,"
+                           " removing the guard"}
         return None
 
 

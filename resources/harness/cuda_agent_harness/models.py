@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import importlib.util
+import math
 import random
 import sys
 
@@ -214,11 +215,26 @@ class DistributionError(ValueError):
     """A distribution specification that is not well formed."""
 
 
+#: A set that is another set's inputs with a few elements moved (``near_repeat_inputs``).
+NEAR_REPEAT = "near_repeat"
+#: One element in this many of each floating-point input changes in a near repeat.
+NEAR_REPEAT_ELEMENTS = 4096
+
+
 def check_distribution(spec) -> dict | None:
-    """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool}), or None
-    for the task's own inputs; raises DistributionError otherwise."""
+    """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool}, or
+    {"kind": NEAR_REPEAT, "base": [seed, scale, distribution]}), or None for the task's own
+    inputs; raises DistributionError otherwise."""
     if spec is None:
         return None
+    if isinstance(spec, dict) and spec.get("kind") == NEAR_REPEAT:
+        base = spec.get("base")
+        if not isinstance(base, (list, tuple)) or len(base) != 3:
+            raise DistributionError(f"a near repeat names its base set as [seed, scale, distribution], not {base!r}")
+        inner = check_distribution(base[2])
+        if inner is not None and inner["kind"] == NEAR_REPEAT:
+            raise DistributionError("a near repeat's base set cannot be a near repeat itself")
+        return {"kind": NEAR_REPEAT, "base": [int(base[0]), float(base[1]), inner]}
     if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
         raise DistributionError(f"unknown input distribution {spec!r}; expected one of {', '.join(STRESS_KINDS)}")
     return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
@@ -227,6 +243,8 @@ def check_distribution(spec) -> dict | None:
 def describe_distribution(spec: dict | None) -> str:
     if spec is None:
         return "the task's own inputs"
+    if spec["kind"] == NEAR_REPEAT:
+        return f"a near repeat: another set's inputs with one element in {NEAR_REPEAT_ELEMENTS} moved"
     return spec["kind"].replace("_", "-") + (" (positive)" if spec.get("positive") else "") + " stress inputs"
 
 
@@ -292,12 +310,27 @@ def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: i
     return result.to(value.dtype)
 
 
+#: Floating-point numbers among a set's inputs are scaled by a factor in this range (below
+#: one, so that a probability or a fraction stays in its domain).
+SCALAR_FACTOR_RANGE = (0.5, 0.9)
+
+
+def scalar_factor(seed: int, position: int) -> float:
+    """The factor for the floating-point number at ``position`` of the input set of ``seed``."""
+    low, high = SCALAR_FACTOR_RANGE
+    return low + (high - low) * (_derived_seed("scalar", seed, position) / float(1 << 63))
+
+
 def generate_inputs(module, seed: int, scale: float, device: str, distribution: dict | None = None) -> list:
     """One input set: ``get_inputs()`` under ``seed``, created on ``device``; floating-point
     tensors are reshaped to ``distribution`` (``reshape_distribution``; None keeps the
     task's own) and multiplied by ``scale`` (stress sets that leave the default
-    distribution, for clamps that standard-normal inputs never reach)."""
+    distribution, for clamps that standard-normal inputs never reach); floating-point
+    numbers are scaled by ``scalar_factor``."""
     distribution = check_distribution(distribution)
+    if distribution is not None and distribution["kind"] == NEAR_REPEAT:
+        base_seed, base_scale, base_distribution = distribution["base"]
+        return near_repeat_inputs(generate_inputs(module, base_seed, base_scale, device, base_distribution), seed)
     seed_everything(seed)
     with torch.device(device):
         values = module.get_inputs()
@@ -312,8 +345,29 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
                 if scale != 1.0:
                     value = value * scale
             value = value.contiguous() if not value.is_contiguous() else value
+        elif type(value) is float and math.isfinite(value) and value != 0.0:
+            # A number among the inputs is an input too: it changes from set to set, so a
+            # kernel that hard-codes get_inputs()'s constant is wrong (integers stay: they
+            # are sizes and counts).
+            value = value * scalar_factor(seed, position)
         result.append(value)
     return result
+
+
+def near_repeat_inputs(values: list, seed: int) -> list:
+    """``values`` with one element in NEAR_REPEAT_ELEMENTS of each floating-point tensor
+    replaced by another element of the same tensor (positions drawn from ``seed``): inputs
+    that agree with another set almost everywhere and stay in its domain, so a result
+    cached under a sample of the elements is wrong at the ones that moved."""
+    for position, value in enumerate(values):
+        if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and value.numel() > 1:
+            flat = value.view(-1)
+            generator = _generator(value.device, _derived_seed("near-repeat", seed, position))
+            count = max(1, flat.numel() // NEAR_REPEAT_ELEMENTS)
+            targets = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)
+            sources = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)
+            flat[targets] = flat[sources].clone()
+    return values
 
 
 def fingerprint(values) -> str:

@@ -67,14 +67,26 @@ def _clone_inputs(inputs: list) -> list:
     return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
 
 
-def set_specs(args: dict) -> list[tuple[int, float, dict | None]]:
-    """(seed, scale, distribution) of every input set of a request."""
+#: A verification adds a near repeat of its first input set when that set's inputs take at
+#: most this many bytes (one more set of inputs and outputs is held on the device).
+NEAR_REPEAT_MAX_BYTES = 512 << 20
+
+
+def set_specs(args: dict, near_repeat: bool = False) -> list[tuple[int, float, dict | None]]:
+    """(seed, scale, distribution) of every input set of a request; with ``near_repeat``
+    (and the request's ``near_repeat`` not false), one more set at the end: the first set's
+    inputs with a few elements moved (``models.near_repeat_inputs``)."""
     seeds = [int(seed) for seed in args["seeds"]]
     scales = [float(scale) for scale in (args.get("scales") or [1.0] * len(seeds))]
     distributions = list(args.get("distributions") or [None] * len(seeds))
     if len(scales) != len(seeds) or len(distributions) != len(seeds):
         raise models.TaskError("the request gives seeds, scales and distributions of different lengths")
-    return [(seed, scale, models.check_distribution(spec)) for seed, scale, spec in zip(seeds, scales, distributions)]
+    specs = [(seed, scale, models.check_distribution(spec)) for seed, scale, spec in zip(seeds, scales, distributions)]
+    if near_repeat and specs and args.get("near_repeat", True):
+        seed, scale, distribution = specs[0]
+        specs.append((models._derived_seed("near-repeat", *seeds) & 0xFFFFFFFF, 1.0,
+                      {"kind": models.NEAR_REPEAT, "base": [seed, scale, distribution]}))
+    return specs
 
 
 def describe_set(index: int, spec: tuple) -> str:
@@ -83,10 +95,18 @@ def describe_set(index: int, spec: tuple) -> str:
     return text + (f", scaled by {scale:g})" if scale != 1.0 else ")")
 
 
-def run_reference_sets(module, model, args: dict, device: str) -> list[Expected]:
+def run_reference_sets(module, model, args: dict, device: str, specs: list | None = None) -> list[Expected]:
+    """The expected outputs of every set of ``specs`` (default: the request's sets). A near
+    repeat whose inputs would exceed NEAR_REPEAT_MAX_BYTES is dropped from ``specs``."""
     expected = []
-    for index, (seed, scale, distribution) in enumerate(set_specs(args)):
+    specs = set_specs(args) if specs is None else specs
+    for index, (seed, scale, distribution) in enumerate(list(specs)):
         inputs = models.generate_inputs(module, seed, scale, device, distribution)
+        if distribution is not None and distribution["kind"] == models.NEAR_REPEAT and sum(
+                value.numel() * value.element_size() for value in inputs
+                if isinstance(value, torch.Tensor)) > NEAR_REPEAT_MAX_BYTES:
+            del specs[index:]
+            break
         pristine = _clone_inputs(inputs)
         working = _clone_inputs(inputs)
         with torch.no_grad():
@@ -122,9 +142,9 @@ def _ordinal(number: int) -> str:
 class Judge:
     """Compares what the candidate announces with the expected outputs, call by call."""
 
-    def __init__(self, expected: list[Expected], args: dict):
+    def __init__(self, expected: list[Expected], args: dict, specs: list | None = None):
         self.expected = expected
-        self.specs = set_specs(args)
+        self.specs = set_specs(args) if specs is None else specs
         self.output_directory = args["output_directory"]
         self.checks: list[dict] = []
         #: Input set -> the first call on it that matched.
@@ -329,9 +349,10 @@ def reference(args: dict, context) -> dict:
                                             bool(args.get("perturb_weights", True)))
     state = model.state_dict()
     weights = models.state_fingerprint(state)
-    expected = run_reference_sets(module, model, args, device)
+    specs = set_specs(args, near_repeat=True)
+    expected = run_reference_sets(module, model, args, device, specs)
     timings["reference_ms"] = (time.monotonic() - mark) * 1000
-    judge = Judge(expected, args)
+    judge = Judge(expected, args, specs)
     steps = _plan(args, len(expected), max(entry.input_count for entry in expected))
     verification = Verification(session, judge, steps, judge.specs, expected, bool(args.get("observe_last_call", True)))
     verdict = {"correct": False, "reason": "crashed",

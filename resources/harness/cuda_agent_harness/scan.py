@@ -20,7 +20,7 @@ scan_python = check_model_new
 
 # -- C++ and CUDA sources -----------------------------------------------------------------
 # The C++ scan lives in cpp_scan.py; its names are re-exported here.
-from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, scan_cpp, strip_cpp  # noqa: E402,F401
+from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, scan_cpp, strip_cpp  # noqa: E402,F401
 
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
@@ -35,6 +35,7 @@ def scan(args: dict, context) -> dict:
     if "model_new.py" not in files:
         findings.append({"reason": "interface_mismatch", "file": "model_new.py", "line": 0, "rule": "interface",
                          "message": "the candidate has no model_new.py"})
+    host = host_compiled_files({path: text for path, text in files.items() if path.endswith(CPP_SUFFIXES)})
     for path, text in sorted(files.items()):
         if path == "model_new.py":
             findings += check_model_new(text, path, args.get("reference_source"))
@@ -43,7 +44,8 @@ def scan(args: dict, context) -> dict:
                              "message": f"{path}: the candidate consists of model_new.py and kernels/; other Python"
                                         " files are not used."})
         elif path.endswith(CPP_SUFFIXES):
-            findings += scan_cpp(text, path, bool(policy.get("allow_cublas", True)), bool(policy.get("allow_cudnn", True)))
+            findings += scan_cpp(text, path, bool(policy.get("allow_cublas", True)), bool(policy.get("allow_cudnn", True)),
+                                 host_compiled=path in host)
     unique, seen = [], set()
     for finding in findings:
         key = (finding["file"], finding["line"], finding["rule"], finding["reason"])
