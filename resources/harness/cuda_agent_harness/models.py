@@ -364,8 +364,10 @@ def near_repeat_inputs(values: list, seed: int) -> list:
             flat = value.view(-1)
             generator = _generator(value.device, _derived_seed("near-repeat", seed, position))
             count = max(1, flat.numel() // NEAR_REPEAT_ELEMENTS)
-            targets = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)
-            sources = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)
+            # Distinct targets: a scatter to one position twice keeps either value on a GPU,
+            # and both processes must build the same inputs.
+            targets = torch.unique(torch.randint(flat.numel(), (count,), generator=generator, device=value.device))
+            sources = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)[:targets.numel()]
             flat[targets] = flat[sources].clone()
     return values
 

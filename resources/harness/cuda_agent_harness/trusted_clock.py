@@ -76,8 +76,12 @@ DEFAULTS = {
     # CPU only gross understatements (tenfold) are caught: there the calls run on the host,
     # whose time slices stretch a batch of milliseconds but rarely a sample of a hundred µs.
     # Alone on a 2-core machine, honest reports of the suite's ReLU were 1.1 to 1.7 times the
-    # fastest batch's bound; beside another test on the same cores, 0.3 times.
-    "margin": {"cuda": 0.05, "cpu": 0.90},
+    # fastest batch's bound; beside another test on the same cores, 0.3 times. On the H200 the
+    # honest candidates of the adversarial suite (memory-bound, 14 to 53 µs per call, batches
+    # of 85 to 256 calls in graph mode) reported 0.80 to 0.84 times the bound: a batch's calls
+    # each read and write their own memory in a 16 GiB arena, while a sample's calls reuse
+    # one set of buffers (cache and translation reach), and the margin has to hold that.
+    "margin": {"cuda": 0.30, "cpu": 0.90},
     # What the exchange around one batch and the read-back add to it (µs), which the margin
     # grows by, relative to the batch: batches that memory keeps short are not held to more
     # than the protocol can measure.
