@@ -14,14 +14,14 @@
 //
 // Targets (printed, and the exit status): median warm evaluation <= 4 s, and at least 10x
 // faster than the naive flow.
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/harness_profiler.hpp>
-#include <cuda_agent/harness_verifier.hpp>
-#include <cuda_agent/process_sandbox.hpp>
-#include <cuda_agent/profile_report.hpp>
-#include <cuda_agent/reward_policies.hpp>
-#include <cuda_agent/trusted_evaluator.hpp>
-#include <cuda_agent/worker_timing_launcher.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/profile/profile_report.hpp>
+#include <cuda_agent/evaluate/reward_policies.hpp>
+#include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/profile/worker_timing_launcher.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -5,9 +5,9 @@
 // stays.
 //
 //   cuda_agent_benchmark_llm_stream [seconds per case, default 1]
-#include <cuda_agent/detail/anthropic_wire.hpp>
-#include <cuda_agent/detail/openai_wire.hpp>
-#include <cuda_agent/detail/sse_parser.hpp>
+#include <cuda_agent/llm/detail/anthropic_wire.hpp>
+#include <cuda_agent/llm/detail/openai_wire.hpp>
+#include <cuda_agent/llm/detail/sse_parser.hpp>
 
 #include <cstdio>       // printf
 #include <cstdlib>      // atof

@@ -11,7 +11,7 @@
 // Device defaults to cuda when nvidia-smi sees a GPU, else cpu. Compilers run directly
 // (an unconfined sandbox): this measures the driver and the compilers, not bubblewrap.
 
-#include <cuda_agent/compile_driver.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
 
 #include <algorithm>   // sort, min, max
 #include <chrono>      // steady_clock

@@ -4,9 +4,9 @@
 // leaf), and the CUDA probe. Prints the median and quartiles over N runs each.
 //
 //   cuda_agent_benchmark_sandbox_start [runs] [gpu minor]
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/cuda_probe.hpp>
-#include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/cuda_probe.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
 
 #include <algorithm>
 #include <chrono>

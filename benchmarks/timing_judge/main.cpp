@@ -5,7 +5,7 @@
 //    "threshold": 0.05}
 // and writes one ProfileResult (JSON) per line. With "repetition", that repetition's
 // rounds stand in for the session's first ones.
-#include <cuda_agent/harness_profiler.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
 
 #include <iostream>
 #include <string>

@@ -11,10 +11,10 @@
 //
 // Without --task/--candidate it verifies the adversarial suite's correct ReLU candidate
 // (tests/adversarial) on the chosen device.
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/harness_verifier.hpp>
-#include <cuda_agent/task_loader.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
 
 #include <algorithm>   // max, sort
 #include <chrono>      // steady_clock

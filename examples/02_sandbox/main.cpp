@@ -2,8 +2,8 @@
 // Runs an untrusted command in the default sandbox: a throw-away workspace with one
 // protected file, a deadline, limits, and a result that says how each limit was enforced.
 // Then asks whether CUDA would start in such a sandbox, and why not.
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/cuda_probe.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/cuda_probe.hpp>
 
 #include <chrono>
 #include <filesystem>

@@ -3,7 +3,7 @@
 // ToolCall, dispatched by the registry, answered with text (and an error flag) that goes
 // back to the model. The calls below are what a model might send while starting on a
 // task: look around, read the reference, create a kernel, fix it, search, try to cheat.
-#include <cuda_agent/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <filesystem>

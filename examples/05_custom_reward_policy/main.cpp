@@ -3,7 +3,7 @@
 // `reward(const Evaluation&) -> Reward` is a RewardPolicy; this one grades the speedup
 // over torch.compile on a log scale, but only counts what the profiler is confident of:
 // it uses the lower end of the speedup's confidence interval, and only on a FASTER verdict.
-#include <cuda_agent/reward_policies.hpp>
+#include <cuda_agent/evaluate/reward_policies.hpp>
 
 #include <algorithm>
 #include <cmath>

@@ -9,7 +9,7 @@
 //   - observers: a lambda-based one and the terminal progress display.
 // Every component is a plain type checked against its concept; nothing inherits from
 // the library except the observer.
-#include <cuda_agent/agent_loop.hpp>
+#include <cuda_agent/agent/agent_loop.hpp>
 #include <cuda_agent/process.hpp>
 
 #include <filesystem>

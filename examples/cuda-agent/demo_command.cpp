@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent demo`: a bundled episode, replayed through the real loop, sandbox, compiler,
 // verifier and profiler.
-#include <cuda_agent/optimize.hpp>
-#include <cuda_agent/replay_client.hpp>
+#include <cuda_agent/agent/optimize.hpp>
+#include <cuda_agent/llm/replay_client.hpp>
 #include <cuda_agent/resources.hpp>
-#include <cuda_agent/task_loader.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
 
 #include <filesystem>
 #include <fstream>

@@ -3,7 +3,7 @@
 
 // What `optimize` and `demo` print when an episode ends, and where they find Python.
 
-#include <cuda_agent/optimize.hpp>
+#include <cuda_agent/agent/optimize.hpp>
 
 #include <cstdio>       // snprintf
 #include <cstdlib>      // getenv

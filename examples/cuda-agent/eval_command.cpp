@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent eval`: the trusted evaluation of one candidate, as the reward sees it.
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/harness_profiler.hpp>
-#include <cuda_agent/harness_verifier.hpp>
-#include <cuda_agent/process_sandbox.hpp>
-#include <cuda_agent/profile_report.hpp>
-#include <cuda_agent/reward_policies.hpp>
-#include <cuda_agent/task_loader.hpp>
-#include <cuda_agent/trusted_evaluator.hpp>
-#include <cuda_agent/verification_summary.hpp>
-#include <cuda_agent/worker_timing_launcher.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/profile/profile_report.hpp>
+#include <cuda_agent/evaluate/reward_policies.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/verify/verification_summary.hpp>
+#include <cuda_agent/profile/worker_timing_launcher.hpp>
 
 #include <chrono>      // seconds, milliseconds
 #include <cstdint>     // uint32_t

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent optimize`: one agent episode on one task, with a model named by a spec string.
-#include <cuda_agent/llm_spec.hpp>
-#include <cuda_agent/optimize.hpp>
-#include <cuda_agent/task_loader.hpp>
+#include <cuda_agent/llm/llm_spec.hpp>
+#include <cuda_agent/agent/optimize.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
 #ifdef CUDA_AGENT_CLI_WITH_HTTP
 #include <cuda_agent/http/make_client.hpp>
 #endif

@@ -24,7 +24,7 @@ class LlmError;
 // llm_client.hpp
 class AnyLlmClient;
 
-// llm_transport.hpp
+// llm/llm_transport.hpp
 struct RetryPolicy;
 struct Timeouts;
 struct TlsOptions;
@@ -32,7 +32,7 @@ struct ProxyOptions;
 struct RetryNotice;
 struct TransportOptions;
 
-// scripted_client.hpp, replay_client.hpp, llm_spec.hpp
+// llm/scripted_client.hpp, llm/replay_client.hpp, llm/llm_spec.hpp
 struct ScriptedError;
 class ScriptedClient;
 struct ReplayDivergence;
@@ -76,7 +76,7 @@ class SandboxError;
 class AnySandbox;
 class SandboxRef;
 
-// sandbox_options.hpp, process_sandbox.hpp, bubblewrap_sandbox.hpp, cuda_probe.hpp
+// sandbox/sandbox_options.hpp, sandbox/process_sandbox.hpp, sandbox/bubblewrap_sandbox.hpp, sandbox/cuda_probe.hpp
 struct Mount;
 struct SandboxOptions;
 struct SandboxIdentity;
@@ -117,38 +117,38 @@ class AnyVerifier;
 class AnyProfiler;
 class AnyRewardPolicy;
 
-// timing_statistics.hpp
+// profile/timing_statistics.hpp
 struct SpeedupOptions;
 class SeededGenerator;
 enum class SamplePairing;
 struct RatioOfMedians;
 
-// harness_profiler.hpp
+// profile/harness_profiler.hpp
 struct TimingBudget;
 struct HarnessProfilerOptions;
 class HarnessProfiler;
 struct TimingSessionOutcome;
 class ProcessTimingLauncher;
 
-// worker_timing_launcher.hpp
+// profile/worker_timing_launcher.hpp
 class WorkerTimingLauncher;
 
-// tools/profile_tool.hpp
+// profile/profile_tool.hpp
 struct ProfileToolOptions;
 
-// reward_policies.hpp
+// evaluate/reward_policies.hpp
 class MilestoneReward;
 class SpeedupReward;
 
 // evaluator.hpp
 class AnyEvaluator;
 
-// task_loader.hpp
+// tasks/task_loader.hpp
 class TaskLoadError;
 struct ConstructorParameter;
 struct ReferenceModule;
 
-// workspace.hpp
+// tasks/workspace.hpp
 class WorkspaceError;
 struct Workspace;
 struct WorkspaceOptions;
@@ -159,14 +159,14 @@ struct CandidateSources;
 // library_policy.hpp
 struct LibraryPolicy;
 
-// compile_driver.hpp
+// compile/compile_driver.hpp
 class CompileDriverError;
 struct CompileOptions;
 struct Toolchain;
 struct SandboxRequirements;
-// CompileDriver<S> is constrained by the Sandbox concept: include compile_driver.hpp.
+// CompileDriver<S> is constrained by the Sandbox concept: include compile/compile_driver.hpp.
 
-// tools/compile_tool.hpp
+// compile/compile_tool.hpp
 struct CompileToolOptions;
 
 // tools/*.hpp (BashTool is a constrained template: include tools/bash.hpp to name it)
@@ -185,46 +185,46 @@ class MultiEditTool;
 class GrepTool;
 class GlobTool;
 
-// context_window.hpp
+// agent/context_window.hpp
 enum class ContextRole;
 struct ContextOptions;
 struct CompactionOutcome;
 class ContextWindow;
 
-// agent_result.hpp
+// agent/agent_result.hpp
 enum class StopReason;
 struct ScoredCandidate;
 struct EpisodeResult;
 
-// agent_observer.hpp
+// agent/agent_observer.hpp
 struct EpisodeProgress;
 class AgentObserver;
 struct CallbackObserver;
 class TerminalProgress;
 
-// agent_loop.hpp
+// agent/agent_loop.hpp
 struct AgentBudget;
 struct AgentOptions;
 
-// optimize.hpp
+// agent/optimize.hpp
 struct OptimizeOptions;
 struct OptimizeResult;
-// harness_worker.hpp
+// verify/harness_worker.hpp
 class HarnessError;
 struct HarnessWorkerOptions;
 struct HarnessReply;
 class HarnessWorker;
 
-// harness_verifier.hpp
+// verify/harness_verifier.hpp
 struct VerificationPolicy;
 struct HarnessOptions;
 class HarnessVerifier;
 
-// trusted_evaluator.hpp
+// evaluate/trusted_evaluator.hpp
 struct TrustedEvaluatorOptions;
-// TrustedEvaluator<V, S> is constrained by concepts: include trusted_evaluator.hpp.
+// TrustedEvaluator<V, S> is constrained by concepts: include evaluate/trusted_evaluator.hpp.
 
-// tools/verify_tool.hpp
+// verify/verify_tool.hpp
 struct VerifyToolOptions;
 
 // torch/output_check.hpp (component torch)

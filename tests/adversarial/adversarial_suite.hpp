@@ -20,11 +20,11 @@
 
 #include "catch.hpp"
 
-#include "profiling/test_support.hpp"
+#include "profile/test_support.hpp"
 #include "verify/verify_support.hpp"
 
-#include <cuda_agent/reward_policies.hpp>
-#include <cuda_agent/worker_timing_launcher.hpp>
+#include <cuda_agent/evaluate/reward_policies.hpp>
+#include <cuda_agent/profile/worker_timing_launcher.hpp>
 
 #include <algorithm>   // find
 #include <chrono>      // steady_clock

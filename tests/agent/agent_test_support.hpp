@@ -6,7 +6,7 @@
 // commands directly, and an evaluator whose verdict is written into the candidate itself
 // (so that a test decides what each candidate scores).
 
-#include <cuda_agent/agent_loop.hpp>
+#include <cuda_agent/agent/agent_loop.hpp>
 #include <cuda_agent/process.hpp>
 
 #include <atomic>

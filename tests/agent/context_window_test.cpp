@@ -7,7 +7,7 @@
 
 #include "agent_test_support.hpp"
 
-#include <cuda_agent/context_window.hpp>
+#include <cuda_agent/agent/context_window.hpp>
 
 using namespace agent_test;
 

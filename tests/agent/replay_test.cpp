@@ -7,8 +7,8 @@
 
 #include "agent_test_support.hpp"
 
-#include <cuda_agent/replay_client.hpp>
-#include <cuda_agent/scripted_client.hpp>
+#include <cuda_agent/llm/replay_client.hpp>
+#include <cuda_agent/llm/scripted_client.hpp>
 
 #include <csignal>
 

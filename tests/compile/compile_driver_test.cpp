@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catch.hpp"
 
-#include <cuda_agent/compile_driver.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
 
 #include <algorithm>   // any_of, count_if
 #include <chrono>      // steady_clock, seconds

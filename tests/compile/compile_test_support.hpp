@@ -5,7 +5,7 @@
 // options that point every test at one object cache, so that the expensive torch
 // compiles happen once per test run (and once per cache, across runs).
 
-#include <cuda_agent/compile_driver.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
 #include <cuda_agent/process.hpp>
 
 #include <chrono>      // steady_clock

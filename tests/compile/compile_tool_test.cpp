@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catch.hpp"
 
-#include <cuda_agent/tools/compile_tool.hpp>
+#include <cuda_agent/compile/compile_tool.hpp>
 
 #include <filesystem>  // exists
 #include <memory>      // make_shared

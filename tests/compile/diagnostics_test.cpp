@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catch.hpp"
 
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/detail/elf_symbols.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/compile/detail/elf_symbols.hpp>
 #include <cuda_agent/library_policy.hpp>
-#include <cuda_agent/tools/compile_tool.hpp>
+#include <cuda_agent/compile/compile_tool.hpp>
 
 #include <algorithm>  // find
 #include <map>        // map

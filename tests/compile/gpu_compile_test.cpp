@@ -3,9 +3,9 @@
 // and cuDNN link as the library policy says.
 #include "catch.hpp"
 
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/task_loader.hpp>
-#include <cuda_agent/workspace.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/tasks/workspace.hpp>
 
 #include <string>  // string
 

@@ -3,7 +3,7 @@
 
 // Shared by the LLM tests: fixture paths and feeding recorded streams to assemblers.
 
-#include <cuda_agent/detail/sse_parser.hpp>
+#include <cuda_agent/llm/detail/sse_parser.hpp>
 #include <cuda_agent/message.hpp>
 
 #include <cstddef>      // size_t

@@ -5,9 +5,9 @@
 
 #include "llm_test_support.hpp"
 
-#include <cuda_agent/llm_spec.hpp>
-#include <cuda_agent/replay_client.hpp>
-#include <cuda_agent/scripted_client.hpp>
+#include <cuda_agent/llm/llm_spec.hpp>
+#include <cuda_agent/llm/replay_client.hpp>
+#include <cuda_agent/llm/scripted_client.hpp>
 #include <cuda_agent/trajectory.hpp>
 
 #include <filesystem>

@@ -5,10 +5,10 @@
 
 #include "llm_test_support.hpp"
 
-#include <cuda_agent/detail/anthropic_wire.hpp>
-#include <cuda_agent/detail/llm_failure.hpp>
-#include <cuda_agent/detail/openai_wire.hpp>
-#include <cuda_agent/detail/sse_parser.hpp>
+#include <cuda_agent/llm/detail/anthropic_wire.hpp>
+#include <cuda_agent/llm/detail/llm_failure.hpp>
+#include <cuda_agent/llm/detail/openai_wire.hpp>
+#include <cuda_agent/llm/detail/sse_parser.hpp>
 
 #include <chrono>
 #include <stdexcept>

@@ -3,8 +3,8 @@
 #include "catch.hpp"
 #include "sandbox_test_support.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/cuda_probe.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/cuda_probe.hpp>
 
 #include <string>
 

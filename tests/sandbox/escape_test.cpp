@@ -5,8 +5,8 @@
 #include "catch.hpp"
 #include "sandbox_test_support.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/detail/cgroup_v2.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/detail/cgroup_v2.hpp>
 
 #include <cerrno>
 #include <chrono>

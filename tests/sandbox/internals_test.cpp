@@ -5,12 +5,12 @@
 #include "catch.hpp"
 #include "sandbox_test_support.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/detail/bwrap_arguments.hpp>
-#include <cuda_agent/detail/cgroup_v2.hpp>
-#include <cuda_agent/detail/nvidia_devices.hpp>
-#include <cuda_agent/detail/sandbox_runtime.hpp>
-#include <cuda_agent/detail/seccomp_filter.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/detail/bwrap_arguments.hpp>
+#include <cuda_agent/sandbox/detail/cgroup_v2.hpp>
+#include <cuda_agent/sandbox/detail/nvidia_devices.hpp>
+#include <cuda_agent/sandbox/detail/sandbox_runtime.hpp>
+#include <cuda_agent/sandbox/detail/seccomp_filter.hpp>
 
 #include <algorithm>
 #include <csignal>

@@ -4,7 +4,7 @@
 #include "catch.hpp"
 #include "sandbox_test_support.hpp"
 
-#include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
 
 #include <chrono>
 #include <csignal>

@@ -20,7 +20,7 @@
 
 #include <cuda_agent/process.hpp>
 #include <cuda_agent/sandbox.hpp>
-#include <cuda_agent/sandbox_options.hpp>
+#include <cuda_agent/sandbox/sandbox_options.hpp>
 
 namespace cuda_agent::testing {
 

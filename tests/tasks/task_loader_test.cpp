@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catch.hpp"
 
-#include <cuda_agent/task_loader.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
 
 #include <filesystem>  // path, recursive_directory_iterator
 #include <fstream>     // ofstream

@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "catch.hpp"
 
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/task_loader.hpp>
-#include <cuda_agent/workspace.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/tasks/workspace.hpp>
 
 #include <algorithm>   // find
 #include <filesystem>  // path, status, perms

@@ -5,8 +5,8 @@
 // BubblewrapSandbox (skipped where bubblewrap cannot start).
 #include "catch.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
 #include <cuda_agent/tools/bash.hpp>
 
 #include <chrono>

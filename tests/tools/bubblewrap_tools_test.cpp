@@ -5,8 +5,8 @@
 // round. (Bash itself is tested through both sandboxes in bash_test.cpp.)
 #include "catch.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/sandbox_options.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/sandbox_options.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <filesystem>

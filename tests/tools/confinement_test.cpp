@@ -4,7 +4,7 @@
 // file tool, under each resolution mechanism, must refuse them all.
 #include "catch.hpp"
 
-#include <cuda_agent/detail/confined_fs.hpp>
+#include <cuda_agent/tools/detail/confined_fs.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <atomic>

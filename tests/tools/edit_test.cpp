@@ -2,7 +2,7 @@
 // The Edit tool: exact replacement, every failure message, creation, and the snippet.
 #include "catch.hpp"
 
-#include <cuda_agent/detail/confined_fs.hpp>
+#include <cuda_agent/tools/detail/confined_fs.hpp>
 #include <cuda_agent/tools/edit.hpp>
 #include <cuda_agent/tools/read.hpp>
 

@@ -2,7 +2,7 @@
 // Glob patterns (for Glob and Grep's glob filter) and ripgrep-style filter lists.
 #include "catch.hpp"
 
-#include <cuda_agent/detail/glob_match.hpp>
+#include <cuda_agent/tools/detail/glob_match.hpp>
 
 #include <string>
 

@@ -3,7 +3,7 @@
 // syntax errors that say what to do, and no blow-up on pathological patterns.
 #include "catch.hpp"
 
-#include <cuda_agent/detail/regex.hpp>
+#include <cuda_agent/tools/detail/regex.hpp>
 
 #include <chrono>
 #include <optional>

@@ -3,8 +3,8 @@
 // dispatch that answers every mistake with a tool error.
 #include "catch.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/process_sandbox.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
 #include <cuda_agent/tools/tools.hpp>
 
 #include <regex>

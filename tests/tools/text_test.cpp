@@ -3,8 +3,8 @@
 // truncation, numbering, and the edit helpers' messages and snippets.
 #include "catch.hpp"
 
-#include <cuda_agent/detail/text.hpp>
-#include <cuda_agent/detail/text_edit.hpp>
+#include <cuda_agent/tools/detail/text.hpp>
+#include <cuda_agent/tools/detail/text_edit.hpp>
 
 #include <string>
 

@@ -3,7 +3,7 @@
 
 #include "verify/verify_support.hpp"
 
-#include <cuda_agent/reward_policies.hpp>
+#include <cuda_agent/evaluate/reward_policies.hpp>
 
 #include <chrono>
 #include <filesystem>

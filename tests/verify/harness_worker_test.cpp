@@ -3,8 +3,8 @@
 
 #include "verify/verify_support.hpp"
 
-#include <cuda_agent/bubblewrap_sandbox.hpp>
-#include <cuda_agent/harness_worker.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/verify/harness_worker.hpp>
 #include <cuda_agent/resources.hpp>
 
 #include <chrono>

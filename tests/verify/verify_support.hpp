@@ -5,11 +5,11 @@
 // or the GPU (workers confined by bubblewrap, the default sandbox), a compile driver for
 // test candidates, candidates assembled from the suite's files, and a GPU probe.
 
-#include <cuda_agent/compile_driver.hpp>
-#include <cuda_agent/harness_verifier.hpp>
-#include <cuda_agent/process_sandbox.hpp>
-#include <cuda_agent/task_loader.hpp>
-#include <cuda_agent/trusted_evaluator.hpp>
+#include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/evaluate/trusted_evaluator.hpp>
 
 #include <cstdlib>     // getenv
 #include <filesystem>  // path

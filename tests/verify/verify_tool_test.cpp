@@ -3,7 +3,7 @@
 
 #include "verify/verify_support.hpp"
 
-#include <cuda_agent/tools/verify_tool.hpp>
+#include <cuda_agent/verify/verify_tool.hpp>
 
 #include <memory>
 #include <string>

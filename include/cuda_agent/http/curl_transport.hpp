@@ -37,9 +37,9 @@
 #include <utility>      // move, pair
 #include <vector>       // vector
 
-#include "cuda_agent/detail/llm_failure.hpp"
-#include "cuda_agent/detail/sse_parser.hpp"
-#include "cuda_agent/llm_transport.hpp"
+#include "cuda_agent/llm/detail/llm_failure.hpp"
+#include "cuda_agent/llm/detail/sse_parser.hpp"
+#include "cuda_agent/llm/llm_transport.hpp"
 #include "cuda_agent/message.hpp"
 
 namespace cuda_agent::http {

@@ -3,7 +3,7 @@
 
 /// @file
 /// `cuda_agent::http::make_llm_client(spec)`: every client a spec string can name
-/// (grammar and options in cuda_agent/llm_spec.hpp), HTTP backends included.
+/// (grammar and options in cuda_agent/llm/llm_spec.hpp), HTTP backends included.
 ///
 /// @code{.cpp}
 /// auto client = cuda_agent::http::make_llm_client("vllm:Qwen/Qwen3-32B@http://127.0.0.1:8000/v1");
@@ -19,8 +19,8 @@
 #include "cuda_agent/http/anthropic_client.hpp"
 #include "cuda_agent/http/openai_client.hpp"
 #include "cuda_agent/llm_client.hpp"
-#include "cuda_agent/llm_spec.hpp"
-#include "cuda_agent/llm_transport.hpp"
+#include "cuda_agent/llm/llm_spec.hpp"
+#include "cuda_agent/llm/llm_transport.hpp"
 
 namespace cuda_agent::http {
 

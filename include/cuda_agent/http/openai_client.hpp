@@ -22,10 +22,10 @@
 #include <utility>      // move
 #include <vector>       // vector
 
-#include "cuda_agent/detail/openai_wire.hpp"
+#include "cuda_agent/llm/detail/openai_wire.hpp"
 #include "cuda_agent/http/curl_transport.hpp"
 #include "cuda_agent/llm_client.hpp"
-#include "cuda_agent/llm_transport.hpp"
+#include "cuda_agent/llm/llm_transport.hpp"
 #include "cuda_agent/message.hpp"
 
 namespace cuda_agent::http {

@@ -23,11 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/detail/confined_fs.hpp"
-#include "cuda_agent/detail/glob_match.hpp"
-#include "cuda_agent/detail/regex.hpp"
-#include "cuda_agent/detail/text.hpp"
-#include "cuda_agent/detail/tool_support.hpp"
+#include "cuda_agent/tools/detail/confined_fs.hpp"
+#include "cuda_agent/tools/detail/glob_match.hpp"
+#include "cuda_agent/tools/detail/regex.hpp"
+#include "cuda_agent/tools/detail/text.hpp"
+#include "cuda_agent/tools/detail/tool_support.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 #include "cuda_agent/tools/glob.hpp"

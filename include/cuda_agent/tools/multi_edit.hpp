@@ -13,9 +13,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/detail/text.hpp"
-#include "cuda_agent/detail/text_edit.hpp"
-#include "cuda_agent/detail/tool_support.hpp"
+#include "cuda_agent/tools/detail/text.hpp"
+#include "cuda_agent/tools/detail/text_edit.hpp"
+#include "cuda_agent/tools/detail/tool_support.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/edit.hpp"
 #include "cuda_agent/tools/file_access.hpp"

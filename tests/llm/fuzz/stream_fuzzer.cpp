@@ -7,10 +7,10 @@
 // crashes and sanitizer reports, the target fails when a piece boundary changes the
 // result, or when anything but the documented failures escapes: `LlmFailure` (the
 // server's fault, classified) and `std::length_error` (an oversized event).
-#include <cuda_agent/detail/anthropic_wire.hpp>
-#include <cuda_agent/detail/llm_failure.hpp>
-#include <cuda_agent/detail/openai_wire.hpp>
-#include <cuda_agent/detail/sse_parser.hpp>
+#include <cuda_agent/llm/detail/anthropic_wire.hpp>
+#include <cuda_agent/llm/detail/llm_failure.hpp>
+#include <cuda_agent/llm/detail/openai_wire.hpp>
+#include <cuda_agent/llm/detail/sse_parser.hpp>
 
 #include <cstddef>      // size_t
 #include <cstdint>      // uint8_t, uint64_t
