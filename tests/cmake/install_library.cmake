@@ -22,3 +22,11 @@ foreach(expected
     message(FATAL_ERROR "the install tree lacks ${expected}")
   endif()
 endforeach()
+# Every core header of the source tree, in each subsystem folder and its detail/, is installed.
+file(GLOB_RECURSE core_headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/cuda_agent/*.hpp")
+list(FILTER core_headers EXCLUDE REGEX "^cuda_agent/(http|cuda|torch)/")
+foreach(header IN LISTS core_headers)
+  if(NOT EXISTS "${INSTALL_DIR}/include/${header}")
+    message(FATAL_ERROR "the install tree lacks include/${header}")
+  endif()
+endforeach()
