@@ -10,7 +10,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUDA_AGENT_BUILD_DIR:-$root/build}"
 
+started=$SECONDS
+stamp() { echo "test.sh: $1 took $((SECONDS - $2)) s (total $((SECONDS - started)) s)"; }
 "$root/scripts/setup.sh"
+stamp "set-up" "$started"
 
 if [ "$(id -u)" -eq 0 ]; then default_venv=/opt/cuda-agent/venv; else default_venv="$HOME/.local/share/cuda-agent/venv"; fi
 python="${CUDA_AGENT_VENV:-$default_venv}/bin/python3"
@@ -27,6 +30,7 @@ torch_prefix=""
 if [ "$with_cuda" = ON ] && torch_prefix="$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)' 2>/dev/null)"; then
   with_torch=ON
 fi
+begun=$SECONDS
 cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCUDA_AGENT_WITH_TORCH="$with_torch" ${torch_prefix:+-DCMAKE_PREFIX_PATH="$torch_prefix"} \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
@@ -34,5 +38,10 @@ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCUDA_AGENT_WITH_CUDA="$with_cuda" -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" \
   -DCUDA_AGENT_PYTHON="$python"
 cmake --build "$build" --parallel "$(nproc)"
+stamp "configure and build" "$begun"
 cd "$build"
-ctest --output-on-failure --parallel "$(nproc)" "$@"
+begun=$SECONDS
+status=0
+ctest --output-on-failure --parallel "$(nproc)" "$@" || status=$?
+stamp "tests" "$begun"
+exit "$status"
