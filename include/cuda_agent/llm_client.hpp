@@ -3,7 +3,9 @@
 
 /// @file
 /// The `LlmClient` concept: one chat turn, messages and tool specifications in, one
-/// assistant message out. `AnyLlmClient` stores any conforming type behind one type.
+/// assistant message out. Its refinement `ResumableLlmClient` names clients that play
+/// recorded answers and can skip those a resumed episode already has. `AnyLlmClient`
+/// stores any conforming type behind one type.
 
 #include <concepts>     // same_as, convertible_to
 #include <memory>       // unique_ptr, make_unique
@@ -50,8 +52,35 @@ concept LlmClient = requires(C& client, const C& const_client, const ChatRequest
   { const_client.name() } -> std::convertible_to<std::string_view>;
 };
 
+/// An `LlmClient` that plays recorded answers (ScriptedClient, ReplayClient) and can be
+/// told where a resumed episode picks up. The agent loop calls it when it resumes.
+///
+/// Required expressions, besides `LlmClient`'s, for `C& client` and `int turns`:
+///   - `client.resume_after(turns)` skips the first `turns` answers (those the resumed
+///     trajectory already holds), so that the next `complete` gives answer `turns + 1`.
+///     A client with nothing recorded to skip (a live backend) may accept and ignore it.
+///
+/// A minimal conforming type (answers "1", "2", ... in turn):
+/// @code{.cpp}
+/// struct CountingClient {
+///   int next = 1;
+///   std::string_view name() const { return "counting"; }
+///   cuda_agent::ChatResponse complete(const cuda_agent::ChatRequest&) {
+///     cuda_agent::ChatResponse response;
+///     response.message = cuda_agent::Message::assistant(std::to_string(next++));
+///     response.finish_reason = cuda_agent::FinishReason::stop;
+///     return response;
+///   }
+///   void resume_after(int turns) { next = turns + 1; }
+/// };
+/// static_assert(cuda_agent::ResumableLlmClient<CountingClient>);
+/// @endcode
+template <class C>
+concept ResumableLlmClient = LlmClient<C> && requires(C& client, int turns) { client.resume_after(turns); };
+
 /// Holds any `LlmClient` by value (move-only) behind one type, for clients chosen at run
-/// time from a configuration string.
+/// time from a configuration string. Models `ResumableLlmClient` whatever it holds:
+/// `resume_after` forwards to a held `ResumableLlmClient` and is ignored by any other.
 class AnyLlmClient {
  public:
   template <class C>
@@ -66,8 +95,8 @@ class AnyLlmClient {
   [[nodiscard]] std::string_view name() const { return self_->name(); }
 
   /// For clients that play recorded answers (scripted, replay): skip the first `turns`
-  /// answers because a resumed episode already has them. Clients of live backends have
-  /// nothing to skip, and ignore it.
+  /// answers because a resumed episode already has them. Clients that are not
+  /// `ResumableLlmClient` (live backends) have nothing to skip: it does nothing.
   void resume_after(int turns) { self_->resume_after(turns); }
 
   /// The wrapped client, if it is a `C`.
@@ -90,7 +119,7 @@ class AnyLlmClient {
     ChatResponse complete(const ChatRequest& request) override { return client.complete(request); }
     [[nodiscard]] std::string_view name() const override { return client.name(); }
     void resume_after(int turns) override {
-      if constexpr (requires { client.resume_after(turns); }) client.resume_after(turns);
+      if constexpr (ResumableLlmClient<C>) client.resume_after(turns);
     }
     C client;
   };
@@ -98,5 +127,6 @@ class AnyLlmClient {
 };
 
 static_assert(LlmClient<AnyLlmClient>);
+static_assert(ResumableLlmClient<AnyLlmClient>);
 
 }  // namespace cuda_agent

@@ -12,6 +12,9 @@
 #include <cuda_agent/verifier.hpp>
 
 #include <cctype>
+#include <map>
+#include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -44,6 +47,18 @@ static_assert(ca::LlmClient<EchoClient>);
 static_assert(!ca::LlmClient<ClientWithoutName>);
 static_assert(!ca::LlmClient<ClientReturningMessage>);
 static_assert(!ca::LlmClient<int>);
+
+// Refinement: ResumableLlmClient.
+struct ResumableEcho : EchoClient {
+  int skipped = 0;
+  void resume_after(int turns) { skipped = turns; }
+};
+struct ResumableWithoutClient {
+  void resume_after(int) {}
+};
+static_assert(ca::ResumableLlmClient<ResumableEcho>);
+static_assert(!ca::ResumableLlmClient<EchoClient>);
+static_assert(!ca::ResumableLlmClient<ResumableWithoutClient>);
 
 // --- Tool ----------------------------------------------------------------------------------
 struct UpperTool {
@@ -153,7 +168,62 @@ struct EvaluatorTakingCandidate {
 static_assert(ca::Evaluator<CountingEvaluator>);
 static_assert(!ca::Evaluator<EvaluatorTakingCandidate>);
 
+// --- Verifier refinements ------------------------------------------------------------------
+struct RejectsEverySource : AcceptAll {
+  std::optional<ca::Rejection> prescreen(const ca::Task&, const std::map<std::string, std::string>& files) {
+    return ca::Rejection{ca::RejectionReason::forbidden_construct, std::to_string(files.size()) + " files", {}};
+  }
+};
+struct FixedLibraries : AcceptAll {
+  ca::LibraryPolicy library_policy(const ca::Task&) { return ca::LibraryPolicy{}.for_task(false, false); }
+};
+struct PrescreenReturningBool : AcceptAll {
+  bool prescreen(const ca::Task&, const std::map<std::string, std::string>&) { return true; }
+};
+static_assert(ca::PrescreeningVerifier<RejectsEverySource>);
+static_assert(!ca::PrescreeningVerifier<AcceptAll>);
+static_assert(!ca::PrescreeningVerifier<PrescreenReturningBool>);
+static_assert(ca::LibraryPolicyVerifier<FixedLibraries>);
+static_assert(!ca::LibraryPolicyVerifier<RejectsEverySource>);
+// SharedVerifier models exactly what the shared verifier models.
+static_assert(ca::PrescreeningVerifier<ca::SharedVerifier<RejectsEverySource>>);
+static_assert(!ca::LibraryPolicyVerifier<ca::SharedVerifier<RejectsEverySource>>);
+static_assert(!ca::PrescreeningVerifier<ca::SharedVerifier<FixedLibraries>>);
+static_assert(ca::LibraryPolicyVerifier<ca::SharedVerifier<FixedLibraries>>);
+static_assert(!ca::PrescreeningVerifier<ca::SharedVerifier<AcceptAll>>);
+
 }  // namespace
+
+TEST_CASE("AnyVerifier and SharedVerifier forward the pre-screen of the verifier they hold", "[concepts]") {
+  const ca::Task task;
+  const std::map<std::string, std::string> files = {{"model_new.py", ""}, {"kernels/a.cpp", ""}};
+  ca::AnyVerifier screening = RejectsEverySource{};
+  const auto rejected = screening.prescreen(task, files);
+  REQUIRE(rejected);
+  CHECK(rejected->reason == ca::RejectionReason::forbidden_construct);
+  CHECK(rejected->message == "2 files");
+  // A verifier without static checks gives no reason before the build.
+  ca::AnyVerifier plain = AcceptAll{};
+  CHECK_FALSE(plain.prescreen(task, files));
+  CHECK(plain.verify(task, ca::Candidate{}).correct);
+
+  ca::SharedVerifier<RejectsEverySource> shared(std::make_shared<RejectsEverySource>());
+  REQUIRE(shared.prescreen(task, files));
+  CHECK(shared.prescreen(task, files)->message == "2 files");
+  ca::SharedVerifier<FixedLibraries> libraries(std::make_shared<FixedLibraries>());
+  CHECK_FALSE(libraries.library_policy(task).cublas);
+  CHECK_THROWS_AS(ca::SharedVerifier<AcceptAll>(nullptr), std::invalid_argument);
+}
+
+TEST_CASE("AnyLlmClient forwards resume_after to a resumable client and ignores it otherwise", "[concepts]") {
+  ca::AnyLlmClient resumable = ResumableEcho{};
+  resumable.resume_after(3);
+  REQUIRE(resumable.target<ResumableEcho>() != nullptr);
+  CHECK(resumable.target<ResumableEcho>()->skipped == 3);
+  ca::AnyLlmClient live = EchoClient{};
+  live.resume_after(3);  // nothing to skip
+  CHECK(live.name() == "echo");
+}
 
 TEST_CASE("AnyEvaluator forwards to the evaluator it holds", "[concepts]") {
   int calls = 0;

@@ -231,7 +231,7 @@ class AgentLoop {
       return finish(episode);
     }
     // Clients that play recorded answers (scripted, replay) skip the ones already used.
-    if constexpr (requires(Client& client, int turns) { client.resume_after(turns); }) client_.resume_after(episode.turn);
+    if constexpr (ResumableLlmClient<Client>) client_.resume_after(episode.turn);
 
     const bool turn_open = !restored.last_response.message.tool_calls.empty() && restored.closed_turn < episode.turn;
     if (turn_open) {

@@ -10,7 +10,6 @@
 /// Whatever the candidate does ends in an `Evaluation`, never in an exception.
 
 #include <chrono>        // steady_clock
-#include <concepts>      // same_as
 #include <exception>     // exception
 #include <filesystem>    // path, create_directories, remove_all
 #include <functional>    // function
@@ -45,22 +44,9 @@ struct TrustedEvaluatorOptions {
   std::function<void(std::string_view)> progress;
 };
 
-/// A verifier that can judge sources before they are built (HarnessVerifier's static
-/// checks): `prescreen(task, files)` returns a rejection, or nothing to go on.
-template <class V>
-concept PrescreeningVerifier = Verifier<V> && requires(V& verifier, const Task& task,
-                                                       const std::map<std::string, std::string>& files) {
-  { verifier.prescreen(task, files) } -> std::same_as<std::optional<Rejection>>;
-};
-
-/// A verifier that knows each task's library policy (HarnessVerifier derives it from the
-/// reference's operators): the build links what that policy allows.
-template <class V>
-concept LibraryPolicyVerifier = Verifier<V> && requires(V& verifier, const Task& task) {
-  { verifier.library_policy(task) } -> std::same_as<LibraryPolicy>;
-};
-
-/// Satisfies `Evaluator`. `S` is the compile driver's sandbox type.
+/// Satisfies `Evaluator`. `S` is the compile driver's sandbox type. The stages follow what
+/// `V` models: a `PrescreeningVerifier`'s static checks run before anything is built, and
+/// a `LibraryPolicyVerifier`'s policy decides what the build may link.
 template <Verifier V = HarnessVerifier, Sandbox S = AnySandbox>
 class TrustedEvaluator {
  public:

@@ -216,5 +216,6 @@ class ReplayClient {
 };
 
 static_assert(LlmClient<ReplayClient>);
+static_assert(ResumableLlmClient<ReplayClient>);
 
 }  // namespace cuda_agent

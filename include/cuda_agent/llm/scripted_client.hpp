@@ -197,5 +197,6 @@ class ScriptedClient {
 };
 
 static_assert(LlmClient<ScriptedClient>);
+static_assert(ResumableLlmClient<ScriptedClient>);
 
 }  // namespace cuda_agent

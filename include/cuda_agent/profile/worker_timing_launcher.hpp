@@ -24,7 +24,6 @@
 /// verifies, then profiles).
 
 #include <chrono>       // seconds, steady_clock
-#include <concepts>     // same_as
 #include <filesystem>   // path, copy_file, permissions
 #include <fstream>      // ofstream
 #include <map>          // map
@@ -180,41 +179,5 @@ class WorkerTimingLauncher {
 };
 
 static_assert(TimingLauncher<WorkerTimingLauncher>);
-
-/// A verifier shared with something else that needs its workers (the profiler's
-/// `WorkerTimingLauncher`): satisfies `Verifier` (and offers `scan` when `V` does) by
-/// forwarding to the shared one.
-template <class V>
-class SharedVerifier {
- public:
-  explicit SharedVerifier(std::shared_ptr<V> verifier) : verifier_(std::move(verifier)) {}
-
-  [[nodiscard]] VerificationResult verify(const Task& task, const Candidate& candidate) {
-    return verifier_->verify(task, candidate);
-  }
-
-  [[nodiscard]] std::optional<Rejection> scan(const Task& task, const std::map<std::string, std::string>& files)
-    requires requires(V& verifier, const Task& some_task, const std::map<std::string, std::string>& some_files) {
-      { verifier.scan(some_task, some_files) } -> std::same_as<std::optional<Rejection>>;
-    }
-  {
-    return verifier_->scan(task, files);
-  }
-
-  [[nodiscard]] LibraryPolicy library_policy(const Task& task)
-    requires requires(V& verifier, const Task& some_task) {
-      { verifier.library_policy(some_task) } -> std::same_as<LibraryPolicy>;
-    }
-  {
-    return verifier_->library_policy(task);
-  }
-
-  [[nodiscard]] V& shared() noexcept { return *verifier_; }
-
- private:
-  std::shared_ptr<V> verifier_;
-};
-
-static_assert(Verifier<SharedVerifier<HarnessVerifier>>);
 
 }  // namespace cuda_agent

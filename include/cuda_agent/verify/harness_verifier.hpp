@@ -918,5 +918,11 @@ class HarnessVerifier {
 };
 
 static_assert(Verifier<HarnessVerifier>);
+static_assert(PrescreeningVerifier<HarnessVerifier>);
+static_assert(LibraryPolicyVerifier<HarnessVerifier>);
+// How the shipped hosts hold it (one verifier for the Verify tool, the profiler's timing
+// and the trusted evaluation): nothing of the above is lost.
+static_assert(PrescreeningVerifier<SharedVerifier<HarnessVerifier>>);
+static_assert(LibraryPolicyVerifier<SharedVerifier<HarnessVerifier>>);
 
 }  // namespace cuda_agent

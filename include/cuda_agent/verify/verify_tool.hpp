@@ -7,7 +7,6 @@
 /// against the task's `Model` with the harness verifier. It only informs the model; the
 /// reward comes from the trusted evaluation, which works on a copy of the sources.
 
-#include <concepts>    // same_as
 #include <cstddef>     // size_t
 #include <exception>   // exception
 #include <filesystem>  // path
@@ -67,9 +66,7 @@ class VerifyTool {
     CompileResult build;
     try {
       // The task's library policy where the verifier derives one, as the trusted evaluation builds.
-      if constexpr (requires(V& verifier, const Task& task) {
-                      { verifier.library_policy(task) } -> std::same_as<LibraryPolicy>;
-                    })
+      if constexpr (LibraryPolicyVerifier<V>)
         build = driver_->build(context.workspace(), options_.build_directory,
                                verifier_->library_policy(task_).intersection(driver_->options().libraries));
       else
