@@ -120,9 +120,7 @@ class SandboxError : public std::runtime_error {
 ///     spec.argv = command.argv;
 ///     spec.environment = command.environment;
 ///     spec.timeout = command.timeout;
-///     cuda_agent::CommandResult result{cuda_agent::run_process(spec)};
-///     result.sandbox = "direct";
-///     return result;
+///     return cuda_agent::CommandResult{cuda_agent::run_process(spec), false, "direct", {}, {}};
 ///   }
 /// };
 /// static_assert(cuda_agent::Sandbox<DirectSandbox>);
