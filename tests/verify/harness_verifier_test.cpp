@@ -5,6 +5,7 @@
 
 #include <cuda_agent/evaluate/reward_policies.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -67,13 +68,19 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   INFO(nlohmann::json(correct).dump(2));
   CHECK(correct.correct);
   CHECK_FALSE(correct.rejection);
-  // Two calls per set at least, one or two more on sets drawn at random: every call checked.
-  CHECK((correct.checks_total == 11 || correct.checks_total == 12));
+  // Two calls per set at least (the five requested and the near repeat of the first), one
+  // or two more on sets drawn at random: every call checked.
+  CHECK((correct.checks_total == 13 || correct.checks_total == 14));
   CHECK(correct.checks_passed == correct.checks_total);
   CHECK(correct.details["plan"].size() == static_cast<std::size_t>(correct.checks_total));
   CHECK(correct.details["audit"]["degenerate"] == false);
-  CHECK(correct.details["audit"]["stress"].empty());
-  CHECK(correct.details["distributions"] == nlohmann::json::array({nullptr, nullptr, nullptr, nullptr, nullptr}));
+  // No null model passes ReLU on its own inputs; heavy tails are added to every task.
+  const nlohmann::json heavy_tailed = {{"kind", "heavy_tailed"}, {"positive", false}};
+  CHECK(correct.details["audit"]["stress"] == nlohmann::json::array({heavy_tailed}));
+  const auto& distributions = correct.details["distributions"];
+  REQUIRE(distributions.size() == 5);
+  CHECK(std::count(distributions.begin(), distributions.end(), heavy_tailed) == 1);
+  CHECK(std::count(distributions.begin(), distributions.end(), nullptr) == 4);
   CHECK(correct.details["tolerance"]["atol_scale"]["statistic"] == "rms");
   const auto seeds = correct.details["seeds"].get<std::vector<std::uint32_t>>();
   CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 5);

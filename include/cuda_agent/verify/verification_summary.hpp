@@ -39,11 +39,13 @@ inline std::string format_number(double value) {
         for (const nlohmann::json& error : check.value("errors", nlohmann::json::array()))
           if (error.contains("max_abs_error") && error["max_abs_error"].is_number())
             largest = std::max(largest, error["max_abs_error"].get<double>());
-    const int sets = details.contains("seeds") ? static_cast<int>(details["seeds"].size()) : 0;
     // How often each set was called: the plan varies it from set to set.
     std::map<int, int> calls_per_set;
     if (const auto plan = details.find("plan"); plan != details.end() && plan->is_array())
       for (const nlohmann::json& step : *plan) ++calls_per_set[step.value("set", 0)];
+    // The plan's sets: the request's seeds and the near repeat the reference adds.
+    const int sets = std::max(details.contains("seeds") ? static_cast<int>(details["seeds"].size()) : 0,
+                              static_cast<int>(calls_per_set.size()));
     int fewest = sets ? result.checks_total / sets : 0, most = fewest;
     if (!calls_per_set.empty()) {
       fewest = most = calls_per_set.begin()->second;
