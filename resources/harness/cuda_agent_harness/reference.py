@@ -100,13 +100,17 @@ def run_reference_sets(module, model, args: dict, device: str, specs: list | Non
     repeat whose inputs would exceed NEAR_REPEAT_MAX_BYTES is dropped from ``specs``."""
     expected = []
     specs = set_specs(args) if specs is None else specs
+    first_set_bytes = 0
     for index, (seed, scale, distribution) in enumerate(list(specs)):
-        inputs = models.generate_inputs(module, seed, scale, device, distribution)
-        if distribution is not None and distribution["kind"] == models.NEAR_REPEAT and sum(
-                value.numel() * value.element_size() for value in inputs
-                if isinstance(value, torch.Tensor)) > NEAR_REPEAT_MAX_BYTES:
+        # A near repeat is as large as the first set: decided before its inputs are built.
+        if distribution is not None and distribution["kind"] == models.NEAR_REPEAT and \
+                first_set_bytes > NEAR_REPEAT_MAX_BYTES:
             del specs[index:]
             break
+        inputs = models.generate_inputs(module, seed, scale, device, distribution)
+        if index == 0:
+            first_set_bytes = sum(value.numel() * value.element_size() for value in inputs
+                                  if isinstance(value, torch.Tensor))
         pristine = _clone_inputs(inputs)
         working = _clone_inputs(inputs)
         with torch.no_grad():
