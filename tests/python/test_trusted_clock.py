@@ -261,10 +261,11 @@ def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_
     assert clock.judge([])["ratio"] is None and not clock.judge([])["rejected"]
     # On a GPU, calls that ran one after another leave a shortfall unproven, not convicted.
     clock.device = types.SimpleNamespace(kind="cuda")
-    gpu = clock.judge([10.0] * 5)
+    gpu = clock.judge([1.0] * 5)
     assert gpu["unbounded"] and not gpu["rejected"]
     clock.mode = "graph"
-    assert clock.judge([10.0] * 5)["rejected"]
+    assert clock.judge([1.0] * 5)["rejected"]
+    assert clock.judge([1.0] * 5)["fastest_batch"]["elapsed_us"] is None  # what the batch's time was spent on
     # The margin grows by the protocol's overhead relative to the batch, and says so.
     clock.settings["overhead_us"] = {"cuda": 100.0}
     short = clock.judge([90.0] * 5)  # batches of 4 calls of about 100 µs: 25% on top
@@ -292,4 +293,36 @@ def test_a_guarded_function_has_its_guard_serve_the_allocations_only_while_servi
     computing = checks.guarded(lambda x: torch.relu(x))
     with computing.serving(allocations), pytest.raises(timing_session.CandidateViolation):
         computing(torch.ones(4))
+    owned.close()
+
+
+def test_a_runner_that_does_not_serve_allocations_runs_no_dispatch_mode_and_copies_outputs():
+    # A torch.compile function (the A/A benchmark's trusted contender) must never run under a
+    # Python dispatch mode: Dynamo runs the frame eagerly from then on.
+    from torch.utils._python_dispatch import _get_current_dispatch_mode
+
+    device = timing.make_device(torch, "cpu")
+    shape = (8, 16)
+    layout = trusted_clock.Layout.plan(random.Random(3), 2, [_spec(shape)], _spec(shape)["nbytes"])
+    owned = arena.Arena.create(torch, "cpu", layout.size)
+    modes = []
+
+    def function(x):
+        modes.append(_get_current_dispatch_mode())
+        return x * 2
+
+    runner = trusted_clock.TrustedBatchRunner(torch, device, function, owned, layout, [torch.zeros(shape)],
+                                              {_spec(shape)["nbytes"]}, serve_allocations=False)
+    for call in range(layout.calls):
+        owned.view(layout.inputs[call][0]["offset"], shape, torch.float32).fill_(call + 1)
+    described = runner.run()["outputs"]
+    assert modes == [None, None]
+    for call, leaves in enumerate(described):
+        start, end = layout.outputs[call]
+        assert start <= leaves[0]["offset"] < end  # copied into the call's own region
+        assert bool((owned.view(leaves[0]["offset"], shape, torch.float32) == 2 * (call + 1)).all())
+    served = trusted_clock.TrustedBatchRunner(torch, device, function, owned, layout, [torch.zeros(shape)],
+                                              {_spec(shape)["nbytes"]})
+    served.run()
+    assert all(mode is not None for mode in modes[2:])  # the default: served through a mode
     owned.close()

@@ -426,8 +426,9 @@ def run_candidate_side(request: dict) -> dict:
                         raise RuntimeError("trusted batches were set up before the arena was handed over")
                     layout = trusted_clock.Layout.from_json(message["layout"])
                     sizes = {int(spec["nbytes"]) for spec in message["outputs"]}
-                    runner = trusted_clock.TrustedBatchRunner(torch, device, contender.function, shared, layout,
-                                                              contender.make_inputs(0), sizes)
+                    runner = trusted_clock.TrustedBatchRunner(
+                        torch, device, contender.function, shared, layout, contender.make_inputs(0), sizes,
+                        serve_allocations=request.get("candidate_kind", "model_new") != "compile")
                     reply = {"op": "trusted_ready", **runner.prepare()}
                 elif op == "status":
                     reply = {"op": "status"}
