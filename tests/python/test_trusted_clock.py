@@ -261,6 +261,7 @@ def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_
     assert clock.judge([])["ratio"] is None and not clock.judge([])["rejected"]
     # On a GPU, calls that ran one after another leave a shortfall unproven, not convicted.
     clock.device = types.SimpleNamespace(kind="cuda")
+    clock.settings["overhead_us"] = {"cuda": 0.0}
     gpu = clock.judge([1.0] * 5)
     assert gpu["unbounded"] and not gpu["rejected"]
     clock.mode = "graph"
@@ -321,8 +322,35 @@ def test_a_runner_that_does_not_serve_allocations_runs_no_dispatch_mode_and_copi
         start, end = layout.outputs[call]
         assert start <= leaves[0]["offset"] < end  # copied into the call's own region
         assert bool((owned.view(leaves[0]["offset"], shape, torch.float32) == 2 * (call + 1)).all())
+    assert runner.run()["copied_bytes"] == 2 * _spec(shape)["nbytes"]  # and says how much it copied
     served = trusted_clock.TrustedBatchRunner(torch, device, function, owned, layout, [torch.zeros(shape)],
                                               {_spec(shape)["nbytes"]})
-    served.run()
-    assert all(mode is not None for mode in modes[2:])  # the default: served through a mode
+    assert served.run()["copied_bytes"] == 2 * _spec(shape)["nbytes"]  # torch's multiply allocates out of reach
+    assert all(mode is not None for mode in modes[4:])  # the default: served through a mode
+    # A forward that ends in a copy (.clone(), .contiguous(), .to(dtype)) has it served.
+    for ending in (lambda y: y.clone(), lambda y: y.t().contiguous().t().contiguous(), lambda y: y.double().float()):
+        runner = trusted_clock.TrustedBatchRunner(torch, device, lambda x: ending(x * 2), owned, layout,
+                                                  [torch.zeros(shape)], {_spec(shape)["nbytes"]})
+        answer = runner.run()
+        assert answer["copied_bytes"] == 0
+        for call, leaves in enumerate(answer["outputs"]):
+            start, end = layout.outputs[call]
+            assert start <= leaves[0]["offset"] < end
+            assert bool((owned.view(leaves[0]["offset"], shape, torch.float32) == 2 * (call + 1)).all())
     owned.close()
+
+
+def test_a_shortfall_that_copies_of_the_outputs_explain_leaves_the_speed_unproven_and_no_more():
+    clock = _clock()
+    clock.mode = "graph"
+    clock.device = types.SimpleNamespace(kind="cuda")
+    clock.settings["overhead_us"] = {"cuda": 0.0}
+    clock.copy_us = 30.0  # a third of the 90 µs bound
+    margin = clock.margin()
+    clock.batches = [{"bound_us": 90.0, "copied_bytes": 4096.0}]
+    explained = clock.judge([90.0 * (1 - margin) - 20.0] * 3)
+    assert explained["unbounded"] and not explained["rejected"] and explained["copy_share"] == pytest.approx(1 / 3)
+    assert clock.judge([90.0 * (1 - margin) - 31.0] * 3)["rejected"]  # more than one copy of the outputs
+    clock.batches = [{"bound_us": 90.0, "copied_bytes": 0.0}]  # nothing copied: nothing to explain it
+    assert clock.judge([90.0 * (1 - margin) - 20.0] * 3)["rejected"]
+    clock.close()

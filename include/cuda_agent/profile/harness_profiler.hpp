@@ -76,9 +76,9 @@ struct TimingBudget {
 struct TrustedClockOptions {
   bool enabled = true;
   /// How far below the bound a reported time may be, as a fraction of the bound. Unset: the
-  /// harness's default for the device: 5% on CUDA, plus the protocol's overhead relative
-  /// to a batch; 90% on the CPU, where a shared host's time slices stretch a batch of
-  /// milliseconds much more than a sample of microseconds.
+  /// harness's default for the device: 10% on CUDA, plus a batch's fixed cost (1 ms)
+  /// relative to the batch; 90% on the CPU, where a shared host's time slices stretch a
+  /// batch of milliseconds much more than a sample of microseconds.
   std::optional<double> margin;
   /// Trusted batches per comparison at least; rounds drawn with `check_probability` add more.
   int min_batches = 3;

@@ -4,12 +4,13 @@ import torch.nn as nn
 import cuda_extension
 
 # What the candidate's process tells the reference side about each sample is scaled down
-# just past what the trusted clock lets through: by 35% on a GPU (whose margin is 30%, plus
-# the protocol's overhead, against honest reports 0.80 to 0.84 times the bound on the H200),
-# fifty times on a CPU (whose margin only catches tenfold understatements).
+# just past what the trusted clock lets through: by 25% on a GPU (whose margin for this task
+# is about 26%: 10% plus the batch's fixed cost of about 1 ms over batches of 6 ms, against
+# honest reports about 0.9 times the bound), fifty times on a CPU (whose margin only catches
+# tenfold understatements).
 loaded = torch.nn.modules.module.inspect.sys.modules
 timing = loaded.get("cuda_agent_harness.timing")
-factor = 0.65 if torch.cuda.is_available() else 0.02
+factor = 0.75 if torch.cuda.is_available() else 0.02
 if timing is not None:
     real_json = timing.Sample.to_json
 
