@@ -179,6 +179,15 @@ void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vect
                        {"message", rejection ? rejection->message : ""}, {"seconds", seconds}, {"reward", reward},
                        {"expected", suite_case.expected.empty() ? nlohmann::json("correct") : nlohmann::json(suite_case.expected)}});
     const nlohmann::json as_json = evaluation;
+    if (const nlohmann::json::json_pointer clock_at("/profile/details/trusted_clock"); as_json.contains(clock_at)) {
+      // What the trusted clock saw: how honest reports sit against its bound is what its margin has to hold.
+      const nlohmann::json& clock = as_json.at(clock_at);
+      const auto number = [&clock](const char* key) { return clock.contains(key) ? clock[key].dump() : "none"; };
+      std::cout << "      trusted clock: " << number("mode") << ", " << number("calls_per_batch")
+                << " calls per batch, ratio " << number("ratio") << " against a margin of " << number("margin")
+                << (clock.value("unbounded", false) ? " (speed unproven)" : "") << std::endl;
+      results.back()["trusted_clock"] = clock;
+    }
     if (!suite_case.expected.empty() && !rejection) {
       // An exploit that got through: what the candidate's process observed is what says why.
       const nlohmann::json::json_pointer observations("/verification/details/observations");
