@@ -6,7 +6,8 @@
 // manifest: exploits must be rejected with one of the listed reasons, legitimate tricky
 // candidates must be accepted. Candidates listed with "without_static_checks" are run a
 // second time with the static checks off, so that the dynamic checks behind them are
-// tested on their own.
+// tested on their own; there "correct_without_speed_reward" among the expected verdicts
+// accepts an exploit that the dynamic checks hold to reward 1 (right outputs, no speed).
 //
 // Candidates marked "timed" in the manifest exploit the timing rather than the verification:
 // they run through the whole trusted evaluation, profiling included (the verifier's warm
@@ -198,9 +199,16 @@ void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vect
     if (suite_case.expected.empty()) {
       CHECK(evaluation.correct());
       if (suite_case.entry.value("timed", false)) CHECK(evaluation.profile);
+    } else if (!rejection && std::find(suite_case.expected.begin(), suite_case.expected.end(),
+                                       "correct_without_speed_reward") != suite_case.expected.end()) {
+      // An exploit whose outputs are right whenever they are read, held by the trusted clock
+      // to no more than an honest candidate gets: no speed reward.
+      CHECK(evaluation.correct());
+      CHECK(reward <= 1.0);
     } else {
       CHECK_FALSE(evaluation.correct());
       CHECK(std::find(suite_case.expected.begin(), suite_case.expected.end(), verdict) != suite_case.expected.end());
+      if (!rejection) continue;
       // Every rejection says something a model can act on; a wrong value names where and what.
       CHECK(rejection->message.size() > 20);
       if (verdict == "value_mismatch" || verdict == "non_finite" || verdict == "nondeterministic") {

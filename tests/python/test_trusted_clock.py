@@ -354,3 +354,20 @@ def test_a_shortfall_that_copies_of_the_outputs_explain_leaves_the_speed_unprove
     clock.batches = [{"bound_us": 90.0, "copied_bytes": 0.0}]  # nothing copied: nothing to explain it
     assert clock.judge([90.0 * (1 - margin) - 20.0] * 3)["rejected"]
     clock.close()
+
+
+def test_the_copy_allowance_is_the_bandwidth_of_one_copy_of_every_call_s_outputs_at_once():
+    clock = _clock(calls=4)
+    nbytes = _spec((8, 16))["nbytes"]
+    timed = []
+
+    def time_region(body):
+        body()
+        timed.append(True)
+        return types.SimpleNamespace(elapsed_us=40.0)
+
+    clock.device = types.SimpleNamespace(kind="cpu", synchronize=lambda: None, time_region=time_region)
+    clock.arena.bytes[:4 * nbytes].fill_(7)
+    assert clock.measure_copy_us(nbytes) == pytest.approx(10.0)  # one copy of the 4 calls' outputs, over 4
+    assert len(timed) == 3 and bool((clock.arena.bytes[4 * nbytes:8 * nbytes] == 7).all())
+    clock.close()

@@ -538,6 +538,7 @@ class TrustedClock:
         self.regions = [self.layout.regions_of(call, torch) for call in range(calls)]
         self.arena = arena_module.Arena.create(torch, self.device.kind, self.layout.size,
                                                getattr(self.device, "index", 0))
+        self.copy_us = self.measure_copy_us(output_bytes)
         offer = arena_module.ArenaOffer(socket_path)
         try:
             self.poison()
@@ -547,7 +548,6 @@ class TrustedClock:
             offer.close()
         reply = request({"op": "trusted_setup", "layout": self.layout.to_json(), "outputs": self.output_specs},
                         ("trusted_ready",))
-        self.copy_us = self.measure_copy_us(output_bytes)
         self.mode = str(reply.get("mode"))
         if self.mode not in ("graph", "loop"):
             raise TrustedClockError("harness_error", "the candidate side prepared trusted batches in no known way")
@@ -557,18 +557,23 @@ class TrustedClock:
         self.setup_s = time.monotonic() - started
 
     def measure_copy_us(self, output_bytes: int, repeats: int = 3) -> float:
-        """What copying one call's outputs within the arena takes here (µs, the fastest of
-        ``repeats``): the most a batch can have spent on copies of outputs torch allocated
-        out of the arena's reach, per call, which an honest candidate cannot help."""
-        start = self.layout.outputs[0][0]
-        source = self.arena.bytes[start:start + output_bytes]
-        target = self.arena.bytes[start + align(output_bytes):start + align(output_bytes) + output_bytes]
+        """What copying one call's outputs takes here, per call (µs): the fastest of
+        ``repeats`` copies of every call's outputs at once, within the arena, over the number
+        of calls. That is the most a batch can honestly spend on copies of outputs torch
+        allocated out of the arena's reach, at this side's bandwidth: one copy per kernel
+        would count each launch's fixed cost, which for small outputs is as long as the call
+        and would let a candidate that says it copied explain away any shortfall."""
+        calls = self.layout.calls
+        total = min(calls * output_bytes, self.arena.size // 2)
+        if total <= 0:
+            return 0.0
+        source, target = self.arena.bytes[:total], self.arena.bytes[total:2 * total]
         fastest = math.inf
         for _ in range(repeats):
             self.device.synchronize()
             fastest = min(fastest, self.device.time_region(lambda: target.copy_(source)).elapsed_us)
         self.device.synchronize()
-        return fastest
+        return fastest * (calls * output_bytes / total) / calls
 
     # -- one batch ------------------------------------------------------------------------
     def poison(self) -> None:
