@@ -68,7 +68,10 @@ DEFAULTS = {
     # core for milliseconds: short batches keep such a batch an outlier, and the bound is
     # the fastest batch's.
     "target_us": {"cuda": 20000.0, "cpu": 3000.0},
-    "max_calls": 256,
+    # Calls per batch at most. On CUDA enough for kernels of a few µs to fill a batch: with
+    # 256, a 64 x 256 ReLU (2 to 3 µs) made batches of under 1 ms, whose fixed cost (1 ms) let
+    # any understatement through. Capturing them takes about as many calls of the function.
+    "max_calls": {"cuda": 4096, "cpu": 256},
     # The arena's size at most; on CUDA also at most this share of the free device memory.
     # Calls of large inputs are as many as fit (85 calls of a 64 MiB ReLU in 16 GiB, 2.9 ms in
     # all): a larger arena keeps those batches long against their fixed cost.
@@ -533,7 +536,7 @@ class TrustedClock:
             free, _ = torch.cuda.mem_get_info(getattr(self.device, "index", 0))
             memory = min(memory, int(free * float(self.settings["memory_share"])))
         fitting = memory // max(per_call_bytes, 1)
-        calls = max(1, min(wanted, int(self.settings["max_calls"]), fitting))
+        calls = max(1, min(wanted, int(self._per_device("max_calls")), fitting))
         self.layout = Layout.plan(self.rng, calls, input_specs, output_bytes)
         self.regions = [self.layout.regions_of(call, torch) for call in range(calls)]
         self.arena = arena_module.Arena.create(torch, self.device.kind, self.layout.size,
