@@ -178,3 +178,28 @@ def test_a_near_repeat_moves_a_few_elements_of_its_base_set_only():
     assert set(near[0].reshape(-1).tolist()) <= set(base[0].reshape(-1).tolist())
     with pytest.raises(models.DistributionError):
         models.check_distribution({"kind": models.NEAR_REPEAT, "base": [11, 1.0, spec]})
+
+
+def test_heavy_tails_defeat_statistics_taken_from_a_sample_of_a_long_reduction():
+    # A layer norm over 4 M elements whose variance comes from every 16th element: on the
+    # task's own inputs it is right to 0.1%; heavy tails must put it far outside tolerance.
+    class Wide:
+        @staticmethod
+        def get_inputs():
+            return [torch.rand(2, 1 << 22)]
+
+    def sampled_layer_norm(x):
+        sample = x[:, ::16].double()
+        mean, variance = sample.mean(dim=1, keepdim=True), sample.var(dim=1, unbiased=False, keepdim=True)
+        return ((x.double() - mean) / (variance + 1e-5).sqrt()).float()
+
+    def layer_norm(x):
+        return torch.nn.functional.layer_norm(x, x.shape[1:])
+
+    def within_tolerance(x):
+        return bool(torch.allclose(sampled_layer_norm(x), layer_norm(x), atol=1e-2, rtol=1e-2))
+
+    assert within_tolerance(models.generate_inputs(Wide, 5, 1.0, "cpu")[0])
+    heavy = [models.generate_inputs(Wide, seed, 1.0, "cpu", {"kind": "heavy_tailed", "positive": False})[0]
+             for seed in range(4)]
+    assert sum(not within_tolerance(x) for x in heavy) >= 3

@@ -199,8 +199,11 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
 #:   shifted         the inputs moved by 3 to 6 standard deviations plus their mean, in a
 #:                   random direction;
 #:   heavy_tailed    a normal scale mixture (kurtosis far above the normal's) with one
-#:                   element in 512 sixteen times larger: a few elements carry much of a
-#:                   sum, so statistics taken from a sample of the elements miss them;
+#:                   element in 512 sixteen times larger, and one in 2^20 (one at least)
+#:                   1024 times the inputs' scale: a few elements carry much of a sum, so
+#:                   statistics taken from a sample of the elements miss them (a variance
+#:                   from every 16th of 4 M elements misses the four largest three times in
+#:                   four, and with them a third of the variance);
 #:   structured      values whose scale (0.14 to 7.4 times), sign and offset change from
 #:                   block to block of consecutive elements (one block length per input,
 #:                   1 to 63), plus an offset per index along every dimension (rows,
@@ -209,6 +212,8 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
 #: ``positive`` folds a distribution onto the positive half-line (absolute values, shifts
 #: upwards), for references whose domain is positive (log, sqrt, a probability).
 STRESS_KINDS = ("sign_symmetric", "shifted", "heavy_tailed", "structured")
+#: The rare largest elements of heavy-tailed inputs, in multiples of the inputs' scale.
+HEAVY_TAIL_SPIKE = 1024.0
 
 
 class DistributionError(ValueError):
@@ -298,6 +303,11 @@ def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: i
                 grid.mul_(block_scale[:whole // length, None]).add_(block_offset[:whole // length, None])
             if whole < part.numel():
                 part[whole:].mul_(block_scale[-1]).add_(block_offset[-1])
+    if kind == "heavy_tailed" and count:
+        spikes = max(1, count >> 20)
+        places = torch.randint(0, count, (spikes,), generator=generator, device=device)
+        signs = torch.where(_uniform01((spikes,), generator, device) < 0.5, -1.0, 1.0)
+        flat[places] = signs.mul_(HEAVY_TAIL_SPIKE * scale)
     if kind == "structured":
         for dimension, extent in enumerate(shape):
             if extent > 1:
