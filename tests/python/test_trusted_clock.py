@@ -344,7 +344,7 @@ def test_a_shortfall_that_copies_of_the_outputs_explain_leaves_the_speed_unprove
     clock = _clock()
     clock.mode = "graph"
     clock.device = types.SimpleNamespace(kind="cuda")
-    clock.settings["overhead_us"] = {"cuda": 0.0}
+    clock.settings["overhead_us"] = {"cuda": 0.0, "cpu": 0.0}
     clock.copy_us = 30.0  # a third of the 90 µs bound
     margin = clock.margin()
     clock.batches = [{"bound_us": 90.0, "copied_bytes": 4096.0}]
@@ -353,6 +353,13 @@ def test_a_shortfall_that_copies_of_the_outputs_explain_leaves_the_speed_unprove
     assert clock.judge([90.0 * (1 - margin) - 31.0] * 3)["rejected"]  # more than one copy of the outputs
     clock.batches = [{"bound_us": 90.0, "copied_bytes": 0.0}]  # nothing copied: nothing to explain it
     assert clock.judge([90.0 * (1 - margin) - 20.0] * 3)["rejected"]
+    # At most half the batch, and under the CPU's wide margin what is left of the bound still counts.
+    clock.batches = [{"bound_us": 90.0, "copied_bytes": 4096.0}]
+    clock.copy_us = 200.0
+    assert clock.judge([90.0 * (1 - margin) / 2 + 1.0] * 3)["copy_share"] == 0.5
+    assert clock.judge([90.0 * (1 - margin) / 2 - 1.0] * 3)["rejected"]
+    clock.device = types.SimpleNamespace(kind="cpu")
+    assert clock.judge([90.0 / 50] * 3)["rejected"]  # a fiftieth, with copies: still convicted
     clock.close()
 
 

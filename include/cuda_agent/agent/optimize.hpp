@@ -39,6 +39,7 @@
 #include "cuda_agent/agent/agent_observer.hpp"
 #include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
 #include "cuda_agent/compile/compile_driver.hpp"
+#include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/profile/harness_profiler.hpp"
 #include "cuda_agent/verify/harness_verifier.hpp"
 #include "cuda_agent/llm_client.hpp"
@@ -103,13 +104,6 @@ struct OptimizeResult {
   return std::filesystem::exists("/dev/nvidia" + std::to_string(gpu)) ? "cuda" : "cpu";
 }
 
-/// The Python interpreter `configured` names, else `$CUDA_AGENT_PYTHON`, else python3.
-[[nodiscard]] inline std::filesystem::path resolve_python(const std::filesystem::path& configured) {
-  if (!configured.empty()) return configured;
-  if (const char* environment = std::getenv("CUDA_AGENT_PYTHON"); environment && *environment) return environment;
-  return "python3";
-}
-
 namespace detail {
 
 template <Sandbox S>
@@ -144,7 +138,7 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
   make_open_directory(work / "tool-harness");
   write_embedded_resources("harness/", work / "tool-harness");
 
-  const std::filesystem::path python = resolve_python(options.python);
+  const std::filesystem::path python = configured_python(options.python);
   const bool cuda = outcome.device == "cuda";
 
   // The builds (the model's and the trusted ones) run in a sandbox bound to work/.

@@ -69,6 +69,7 @@
 #include "cuda_agent/compile/detail/elf_symbols.hpp"
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/detail/head_tail_buffer.hpp"
+#include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/library_policy.hpp"
@@ -668,16 +669,11 @@ class CompileDriver {
   Toolchain probe_toolchain() {
     Toolchain tools;
     tools.device = options_.device;
-    std::filesystem::path python = options_.python;
-    if (python.empty()) {
-      const char* configured = std::getenv("CUDA_AGENT_PYTHON");
-      python = configured && *configured ? std::filesystem::path(configured) : std::filesystem::path("python3");
-    }
-    if (python.is_relative() && python.string().find('/') == std::string::npos) {
-      const auto found = find_program(python.string(), Environment::inherit_all());
-      if (!found) throw CompileDriverError("cannot find the Python interpreter '" + python.string() + "' on PATH");
-      python = *found;
-    }
+    const auto located = detail::locate_python(options_.python);
+    if (!located)
+      throw CompileDriverError("cannot find the Python interpreter '" + detail::configured_python(options_.python).string() +
+                               "' on PATH");
+    const std::filesystem::path python = *located;
     tools.python = python;
     const nlohmann::json probe = probe_python(python);
     tools.python_version = probe.value("python_version", "");

@@ -61,6 +61,7 @@
 #include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/verify/harness_worker.hpp"
@@ -217,15 +218,10 @@ class HarnessVerifier {
     if (policy_.input_sets < 1 || policy_.runs_per_set < 1 || policy_.extra_calls < 0)
       throw std::invalid_argument("HarnessVerifier: input_sets and runs_per_set must be positive, extra_calls not negative");
     if (!options_.sandbox_factory) throw std::invalid_argument("HarnessVerifier: no sandbox factory");
-    if (options_.python.empty()) {
-      const char* configured = std::getenv("CUDA_AGENT_PYTHON");
-      options_.python = configured && *configured ? configured : "python3";
-    }
-    if (options_.python.string().find('/') == std::string::npos) {
-      const auto found = find_program(options_.python.string(), Environment::from_current({"PATH"}));
-      if (!found) throw HarnessError("no Python interpreter '" + options_.python.string() + "' in PATH");
-      options_.python = *found;
-    }
+    const auto python = detail::locate_python(options_.python);
+    if (!python)
+      throw HarnessError("no Python interpreter '" + detail::configured_python(options_.python).string() + "' in PATH");
+    options_.python = *python;
     if (options_.work_directory.empty()) {
       options_.work_directory = std::filesystem::temp_directory_path() /
                                 ("cuda-agent-harness-" + std::to_string(::getpid()) + "-" + detail::random_hex(6));

@@ -34,6 +34,7 @@ from . import hygiene, models, plans, tensorio
 from .compare import Failure as Rejected
 from .guard import ForbiddenOperation, ForwardGuard
 from .integrity import Integrity
+from .modules import load_module
 from .registry import handler
 from .session import Session, SessionClosed, SessionTimeout
 
@@ -140,7 +141,7 @@ def _import_candidate(directory: str, counters: Counters):
     wrapped = _count_extension_calls(extension, counters)
     path = os.path.join(directory, "model_new.py")
     try:
-        module = models.load_module(path, "model_new")
+        module = load_module(path, "model_new")
     except BaseException as error:
         raise Rejected("load_error", f"model_new.py failed to import: {type(error).__name__}: {error}",
                        {"traceback": _candidate_traceback(error)}) from None

@@ -22,7 +22,7 @@ import sys
 from typing import Any, Callable, Sequence
 
 from .registry import handler
-from .timing_session import load_module
+from .modules import load_module
 
 DEFAULT_TOP = 15
 NAME_WIDTH = 72

@@ -7,13 +7,14 @@ between them; a fingerprint of each confirms it."""
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import math
 import random
 import sys
 
 import torch
 import torch.nn as nn
+
+from .modules import load_module
 
 
 class TaskError(Exception):
@@ -27,17 +28,6 @@ def setup_device(device: str) -> None:
         torch.cuda.init()
         torch.cuda.set_device(0)
         torch.empty(1, device="cuda")  # creates the context and the allocator now
-
-
-def load_module(path: str, name: str):
-    """Imports the Python file at ``path`` as module ``name``."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise TaskError(f"cannot load {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def load_reference(path: str):

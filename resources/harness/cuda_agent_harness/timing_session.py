@@ -45,7 +45,6 @@ import argparse
 import contextlib
 import errno
 import hashlib
-import importlib.util
 import json
 import math
 import os
@@ -58,6 +57,7 @@ import traceback
 from typing import Any, Callable
 
 from . import arena, baseline_cache, timing, trusted_clock
+from .modules import load_module
 from .registry import handler
 
 #: 2: samples are covered by a lead, so times are the device's alone; the baseline cache's
@@ -215,17 +215,6 @@ class Channel:
 
 # ---------------------------------------------------------------------------------------
 # Loading the task
-
-
-def load_module(path: str, name: str):
-    """Imports a file as module ``name`` (registered in sys.modules)."""
-    spec = importlib.util.spec_from_file_location(name, path)
-    if spec is None or spec.loader is None:
-        raise ImportError(f"cannot import {path}")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def build_reference_model(torch, reference, init_seed: int, device):

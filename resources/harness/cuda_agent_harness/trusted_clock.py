@@ -31,8 +31,8 @@ reported time per call (the median of its samples) is below the bound of its fas
 by more than the margin is rejected with ``time_below_trusted_bound``, never given a
 verdict. Outputs that torch allocated where the arena cannot serve them (a persistent
 buffer, say) are copied into it inside the batch; the candidate side says so, and a
-shortfall that one copy of the outputs per call (timed by this side) explains leaves the
-speed unproven instead. Where the calls could not be captured
+shortfall that one copy of the outputs per call (timed by this side, at most half the
+batch) explains leaves the speed unproven instead. Where the calls could not be captured
 in a CUDA graph and ran one after another, the host's dispatch is in the batch and an
 honest candidate may fall short of the bound too: its speed is then left unproven (it
 earns no speed reward) instead.
@@ -60,6 +60,9 @@ OUTPUT_ROOM = 2
 #: The byte the trusted side writes into output regions before each batch (NaN in every
 #: floating type, and a value no honest integer output is likely to match everywhere).
 POISON_BYTE = 0xFF
+#: The most of a batch that copies of its outputs may explain (an out-of-place elementwise
+#: call moves as many bytes as the copy of its output, half of the pair).
+MAX_COPY_SHARE = 0.5
 
 DEFAULTS = {
     # Aim for this many µs of the candidate's work per batch: the exchange and the read-back
@@ -805,10 +808,12 @@ class TrustedClock:
         # shortfall leaves the speed unproven (no speed reward), not the candidate convicted.
         unbounded = below and self.mode == "loop" and self.device.kind == "cuda"
         # So do copies of outputs that torch allocated where the arena could not serve them
-        # (the candidate side says so; saying so wins at most one copy of the outputs per
-        # call, as fast as this side copies them, and never a speed reward).
-        copy_share = min(self.copy_us, bound) / bound if bound > 0 and (fastest.get("copied_bytes") or 0) > 0 else 0.0
-        if below and not unbounded and copy_share and ratio >= 1.0 - margin - copy_share:
+        # (the candidate side says so; saying so takes at most one copy of the outputs per
+        # call, as fast as this side copies them and at most half the batch, off the bound
+        # the margin applies to, and never earns a speed reward).
+        copied = (fastest.get("copied_bytes") or 0) > 0
+        copy_share = min(self.copy_us / bound, MAX_COPY_SHARE) if bound > 0 and copied else 0.0
+        if below and not unbounded and copy_share and ratio >= (1.0 - copy_share) * (1.0 - margin):
             unbounded = True
         summary.update({"bound_us_fastest": bound, "reported_median_us": reported, "ratio": ratio, "margin": margin,
                         "copy_us": self.copy_us, "copy_share": copy_share,
