@@ -4,8 +4,8 @@
 // What `optimize` and `demo` print when an episode ends, and where they find Python.
 
 #include <cuda_agent/agent/optimize.hpp>
+#include <cuda_agent/detail/text_format.hpp>
 
-#include <cstdio>       // snprintf
 #include <cstdlib>      // getenv
 #include <filesystem>   // path
 #include <optional>     // optional
@@ -17,23 +17,18 @@
 
 namespace cuda_agent::cli {
 
-inline std::string format_number(double value, const char* format) {
-  char text[64];
-  std::snprintf(text, sizeof text, format, value);
-  return text;
-}
-
 inline std::string describe_speedup(const std::optional<SpeedupEstimate>& estimate) {
   if (!estimate) return "not measured";
-  return format_number(estimate->speedup, "%.2fx") + " [" + format_number(estimate->interval_low, "%.2f") + ", " +
-         format_number(estimate->interval_high, "%.2f") + "] " + std::string(to_string(estimate->verdict));
+  using detail::format;
+  return format("%.2fx", estimate->speedup) + " [" + format("%.2f", estimate->interval_low) + ", " +
+         format("%.2f", estimate->interval_high) + "] " + std::string(to_string(estimate->verdict));
 }
 
 /// The end of an episode: why it stopped, the best trusted result, where the outputs are.
 inline void print_episode_summary(const OptimizeResult& result, std::ostream& out) {
   const EpisodeResult& episode = result.episode;
   out << "\nepisode    " << to_string(episode.reason) << " after " << episode.turns << " turns, "
-      << format_number(episode.elapsed.count(), "%.1f") << " s: " << episode.message << "\n";
+      << detail::format("%.1f", episode.elapsed.count()) << " s: " << episode.message << "\n";
   out << "evaluated  " << episode.evaluations.size() << " candidate(s) the trusted way\n";
   if (episode.best) {
     const ScoredCandidate& best = *episode.best;

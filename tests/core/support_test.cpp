@@ -3,8 +3,11 @@
 
 #include <cuda_agent/cuda_agent.hpp>
 #include <cuda_agent/detail/head_tail_buffer.hpp>
+#include <cuda_agent/detail/python_interpreter.hpp>
 #include <cuda_agent/detail/sha256.hpp>
+#include <cuda_agent/detail/text_format.hpp>
 
+#include <cstdlib>
 #include <string>
 
 namespace ca = cuda_agent;
@@ -60,4 +63,23 @@ TEST_CASE("embedded resources are found by path", "[support]") {
     REQUIRE(ca::embedded_resource(file.path));
     CHECK(ca::embedded_resource(file.path)->size() == file.content.size());
   }
+}
+
+TEST_CASE("formatted text is never cut short", "[support]") {
+  CHECK(ca::detail::format("%.3g and %s", 0.000123456, "words") == "0.000123 and words");
+  const std::string long_text = ca::detail::format("%0300d|%s", 42, std::string(200, 'y').c_str());
+  CHECK(long_text.size() == 300 + 1 + 200);
+  CHECK(long_text.substr(295, 6) == "00042|");
+}
+
+TEST_CASE("the Python interpreter comes from the option, then the environment, then PATH", "[support]") {
+  CHECK(ca::detail::configured_python("/opt/py/bin/python3") == "/opt/py/bin/python3");
+  const char* saved = std::getenv("CUDA_AGENT_PYTHON");
+  const std::string restore = saved ? saved : "";
+  ::setenv("CUDA_AGENT_PYTHON", "/from/environment/python", 1);
+  CHECK(ca::detail::configured_python({}) == "/from/environment/python");
+  CHECK(ca::detail::locate_python({}) == std::filesystem::path("/from/environment/python"));  // a path: as it is
+  ::setenv("CUDA_AGENT_PYTHON", "no-such-python-interpreter-here", 1);
+  CHECK_FALSE(ca::detail::locate_python({}).has_value());  // a bare name that PATH does not have
+  if (saved) ::setenv("CUDA_AGENT_PYTHON", restore.c_str(), 1); else ::unsetenv("CUDA_AGENT_PYTHON");
 }

@@ -6,7 +6,6 @@
 /// `report.md` (for people: outcome, best candidate with speedups and verdicts, every
 /// trusted evaluation, cost, where the files are).
 
-#include <cstdio>       // snprintf
 #include <filesystem>   // path, create_directories
 #include <fstream>      // ofstream
 #include <stdexcept>    // runtime_error
@@ -17,17 +16,12 @@
 
 #include "cuda_agent/agent/agent_result.hpp"
 #include "cuda_agent/agent/detail/candidate_files.hpp"
+#include "cuda_agent/detail/text_format.hpp"
 #include "cuda_agent/task.hpp"
 
 namespace cuda_agent {
 
 namespace detail {
-[[nodiscard]] inline std::string format_number(const char* format, double value) {
-  char buffer[64];
-  std::snprintf(buffer, sizeof buffer, format, value);
-  return buffer;
-}
-
 [[nodiscard]] inline std::string markdown_cell(std::string text) {
   for (char& c : text)
     if (c == '\n' || c == '|') c = ' ';
@@ -53,7 +47,6 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
 /// The Markdown report.
 [[nodiscard]] inline std::string episode_report_markdown(const EpisodeResult& result, const Task& task,
                                                          std::string_view llm) {
-  using detail::format_number;
   std::string text = "# cuda-agent: " + task.name + "\n\n";
   text += "| | |\n| --- | --- |\n";
   text += "| model | " + detail::markdown_cell(std::string(llm)) + " |\n";
@@ -61,8 +54,8 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
   text += "| turns | " + std::to_string(result.turns) + " |\n";
   text += "| tokens | " + std::to_string(result.usage.prompt_tokens) + " prompt, " +
           std::to_string(result.usage.completion_tokens) + " completion |\n";
-  if (result.usage.cost_usd) text += "| cost | $" + format_number("%.4f", *result.usage.cost_usd) + " |\n";
-  text += "| elapsed | " + format_number("%.1f", result.elapsed.count()) + " s |\n";
+  if (result.usage.cost_usd) text += "| cost | $" + detail::format("%.4f", *result.usage.cost_usd) + " |\n";
+  text += "| elapsed | " + detail::format("%.1f", result.elapsed.count()) + " s |\n";
   text += "| trajectory | `" + result.trajectory.string() + "` |\n";
   if (result.resumed) text += "| resumed | yes, from an interrupted run |\n";
 
@@ -71,7 +64,7 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
     text += "No candidate was scored by the trusted evaluation.\n";
   } else {
     const ScoredCandidate& best = *result.best;
-    text += "Reward **" + format_number("%g", best.reward.value) + "** (" + best.reward.label + ")";
+    text += "Reward **" + detail::format("%g", best.reward.value) + "** (" + best.reward.label + ")";
     if (!best.reward.explanation.empty()) text += ": " + best.reward.explanation;
     text += "\n\nScored after turn " + std::to_string(best.turn) + "; files in `" + result.best_directory.string() +
             "` (hash `" + best.hash.substr(0, 16) + "`):\n\n";
@@ -91,14 +84,14 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
         text += "| contender | median µs | q1 µs | q3 µs | samples |\n| --- | ---: | ---: | ---: | ---: |\n";
       }
       for (const TimingStats& stats : profile.timings)
-        text += "| " + stats.contender + " | " + format_number("%.2f", stats.median_us) + " | " +
-                format_number("%.2f", stats.q1_us) + " | " + format_number("%.2f", stats.q3_us) + " | " +
+        text += "| " + stats.contender + " | " + detail::format("%.2f", stats.median_us) + " | " +
+                detail::format("%.2f", stats.q1_us) + " | " + detail::format("%.2f", stats.q3_us) + " | " +
                 std::to_string(stats.samples) + " |\n";
       text += "\n| versus | speedup | interval | verdict |\n| --- | ---: | --- | --- |\n";
       for (const char* baseline : {"eager", "compile"})
         if (const auto estimate = speedup_over(evaluation, baseline))
-          text += std::string("| ") + baseline + " | " + format_number("%.3fx", estimate->speedup) + " | [" +
-                  format_number("%.3f", estimate->interval_low) + ", " + format_number("%.3f", estimate->interval_high) +
+          text += std::string("| ") + baseline + " | " + detail::format("%.3fx", estimate->speedup) + " | [" +
+                  detail::format("%.3f", estimate->interval_low) + ", " + detail::format("%.3f", estimate->interval_high) +
                   "] | " + std::string(to_string(estimate->verdict)) + " |\n";
     }
   }
@@ -111,10 +104,10 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
     for (const ScoredCandidate& candidate : result.evaluations) {
       auto speed = [&](const char* baseline) {
         const auto estimate = speedup_over(candidate.evaluation, baseline);
-        return estimate ? format_number("%.3fx", estimate->speedup) : std::string("-");
+        return estimate ? detail::format("%.3fx", estimate->speedup) : std::string("-");
       };
       text += "| " + std::to_string(candidate.turn) + " | `" + candidate.hash.substr(0, 12) + "` | " +
-              format_number("%g", candidate.reward.value) + " | " + detail::markdown_cell(candidate.reward.label) +
+              detail::format("%g", candidate.reward.value) + " | " + detail::markdown_cell(candidate.reward.label) +
               " | " + speed("eager") + " | " + speed("compile") + " |\n";
     }
   }

@@ -6,7 +6,6 @@
 /// contender's median and spread, each speedup with its interval and verdict, and what
 /// the verdict needed.
 
-#include <cstdio>       // snprintf
 #include <optional>     // optional
 #include <string>       // string
 #include <string_view>  // string_view
@@ -14,18 +13,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/detail/text_format.hpp"
 #include "cuda_agent/profile/timing_statistics.hpp"
 
 namespace cuda_agent {
 
 namespace detail {
-
-template <class... Arguments>
-std::string format(const char* pattern, Arguments... arguments) {
-  char buffer[512];
-  std::snprintf(buffer, sizeof buffer, pattern, arguments...);
-  return buffer;
-}
 
 inline std::string json_text(const nlohmann::json& details, const char* field) {
   const auto found = details.find(field);

@@ -7,25 +7,15 @@
 
 #include <algorithm>  // max, min
 #include <cstddef>    // size_t
-#include <cstdio>     // snprintf
 #include <map>        // map
 #include <string>     // string, to_string
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/detail/text_format.hpp"
 #include "cuda_agent/evaluation.hpp"
 
 namespace cuda_agent {
-
-namespace detail {
-
-inline std::string format_number(double value) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.3g", value);
-  return text;
-}
-
-}  // namespace detail
 
 /// "CORRECT: ..." or "REJECTED (reason): message", with the static findings and the
 /// candidate's own output (capped at `output_limit` bytes) when there are any.
@@ -57,10 +47,10 @@ inline std::string format_number(double value) {
     text = "CORRECT: " + std::to_string(result.checks_passed) + " of " + std::to_string(result.checks_total) +
            " checks passed (" + std::to_string(sets) + " input sets from fresh seeds, each run " +
            std::to_string(fewest) + (most != fewest ? " to " + std::to_string(most) : std::string()) +
-           " times); largest difference " + detail::format_number(largest);
+           " times); largest difference " + detail::format("%.3g", largest);
     if (const auto tolerance = details.find("tolerance"); tolerance != details.end() && tolerance->contains("default"))
-      text += " (tolerance atol " + detail::format_number((*tolerance)["default"].value("atol", 0.0)) + ", rtol " +
-              detail::format_number((*tolerance)["default"].value("rtol", 0.0)) + ")";
+      text += " (tolerance atol " + detail::format("%.3g", (*tolerance)["default"].value("atol", 0.0)) + ", rtol " +
+              detail::format("%.3g", (*tolerance)["default"].value("rtol", 0.0)) + ")";
     text += ".\n";
   } else if (result.rejection) {
     text = "REJECTED (" + std::string(to_string(result.rejection->reason)) + "): " + result.rejection->message + "\n";
