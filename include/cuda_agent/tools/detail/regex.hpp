@@ -291,7 +291,6 @@ class Parser {
 
   Node parse_repetitions(Node atom) {
     while (!at_end()) {
-      const std::size_t start = position_;
       int min = 0;
       int max = -1;
       if (consume('*')) {
@@ -304,8 +303,13 @@ class Parser {
       } else {
         return atom;
       }
-      if (atom.kind == Node::Kind::assertion || atom.kind == Node::Kind::empty)
-        fail_at("this repetition operator has nothing to repeat", start);
+      if (atom.kind == Node::Kind::assertion || atom.kind == Node::Kind::empty) {
+        // Empty-width: repeated it is itself (at least once) or nothing (possibly none), as
+        // in Rust's regex and RE2, which accept `(^)*` and `\b{2}`.
+        consume('?');  // lazy or greedy, the same for what matches nothing
+        if (min == 0) atom = Node{};
+        continue;
+      }
       Node repeat;
       repeat.kind = Node::Kind::repeat;
       repeat.min = min;
@@ -375,7 +379,7 @@ class Parser {
       case '(': return parse_group(flags, depth);
       case '[': {
         ++position_;
-        return set_node(parse_class(depth), flags);
+        return set_node(parse_class(depth, flags.case_insensitive), flags);
       }
       case '.': {
         ++position_;
@@ -518,8 +522,10 @@ class Parser {
     return value;
   }
 
-  /// Parses a bracketed class after its '['; returns its ranges (negation applied).
-  RangeSet parse_class(int depth) {
+  /// Parses a bracketed class after its '['; returns its ranges (negation applied). With
+  /// `fold`, each class is closed under case folding before it is negated, as in Rust's
+  /// regex and RE2: `(?i)[^a]` matches neither 'a' nor 'A'.
+  RangeSet parse_class(int depth, bool fold) {
     if (depth > max_nesting) fail("classes are nested too deeply");
     const std::size_t open = position_ - 1;
     const bool negated = consume('^');
@@ -541,14 +547,17 @@ class Parser {
           if (posix_negated) name.remove_prefix(1);
           RangeSet posix = posix_class(name);
           position_ = close + 2;
-          if (posix_negated) posix = complement(posix);
+          if (posix_negated) {
+            if (fold) add_case_folds(posix);
+            posix = complement(posix);
+          }
           ranges.insert(ranges.end(), posix.begin(), posix.end());
           continue;
         }
       }
       if (c == '[') {
         ++position_;
-        const RangeSet nested = parse_class(depth + 1);
+        const RangeSet nested = parse_class(depth + 1, fold);
         ranges.insert(ranges.end(), nested.begin(), nested.end());
         continue;
       }
@@ -566,6 +575,7 @@ class Parser {
         ranges.emplace_back(*low, *low);
       }
     }
+    if (fold) add_case_folds(ranges);
     normalize(ranges);
     return negated ? complement(ranges) : ranges;
   }
@@ -856,12 +866,14 @@ class Regex {
       set_split(split, body, split + 1, node.greedy);
       return;
     }
-    if (node.max == -1) {  // e*
-      const std::uint32_t split = emit({Op::split});
+    if (node.max == -1) {  // e* as (e+)?, so that an e that prefers the empty match ends it
+      // there: (|a)* matches what (|a)+ matches, as in Rust's regex, RE2 and Go since 2021.
+      const std::uint32_t optional = emit({Op::split});
       const auto body = static_cast<std::uint32_t>(program_.size());
       compile(child, depth + 1);
-      emit({Op::jump, split});
-      set_split(split, body, static_cast<std::uint32_t>(program_.size()), node.greedy);
+      const std::uint32_t loop = emit({Op::split});
+      set_split(loop, body, loop + 1, node.greedy);
+      set_split(optional, body, static_cast<std::uint32_t>(program_.size()), node.greedy);
       return;
     }
     for (int i = 0; i < node.min; ++i) compile(child, depth + 1);
