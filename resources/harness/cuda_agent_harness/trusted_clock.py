@@ -71,10 +71,12 @@ DEFAULTS = {
     # core for milliseconds: short batches keep such a batch an outlier, and the bound is
     # the fastest batch's.
     "target_us": {"cuda": 20000.0, "cpu": 3000.0},
-    # Calls per batch at most. On CUDA enough for kernels of a few µs to fill a batch: with
-    # 256, a 64 x 256 ReLU (2 to 3 µs) made batches of under 1 ms, whose fixed cost (1 ms) let
-    # any understatement through. Capturing them takes about as many calls of the function.
-    "max_calls": {"cuda": 4096, "cpu": 256},
+    # Calls per batch at most. On CUDA enough for kernels of a few µs to fill much of a batch:
+    # with 256, a 64 x 256 ReLU (2 to 3 µs) made batches of under 1 ms, whose fixed cost (1 ms)
+    # let any understatement through; with 2048, about 5 ms. More costs the trusted side a
+    # fresh input set per call for every batch (about 30 µs each, in Python) and the capture
+    # as many calls of the function.
+    "max_calls": {"cuda": 2048, "cpu": 256},
     # The arena's size at most; on CUDA also at most this share of the free device memory.
     # Calls of large inputs are as many as fit (85 calls of a 64 MiB ReLU in 16 GiB, 2.9 ms in
     # all): a larger arena keeps those batches long against their fixed cost.
