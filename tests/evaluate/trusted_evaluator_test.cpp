@@ -52,20 +52,6 @@ std::shared_ptr<ca::CompileDriver<RecordingSandbox>> recording_compiler(
       RecordingSandbox{ca::ProcessSandbox(sandbox), std::move(commands)}, options);
 }
 
-constexpr const char* relu_model_new = R"(import torch
-import torch.nn as nn
-
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return cuda_extension.relu(x)
-)";
-
 // Does not compile (an undeclared name), whatever else it does.
 std::string broken_kernel(bool forbidden, const std::string& token) {
   std::string text = "#include <torch/extension.h>\n";
@@ -88,7 +74,7 @@ TEST_CASE("a forbidden construct is rejected by the static checks before anythin
 
   SECTION("forbidden and broken: the static-check rejection, and no compiler ran") {
     const std::filesystem::path candidate =
-        ca::testing::assemble_candidate(scratch.path() / "forbidden", relu_model_new, "cpu");
+        ca::testing::assemble_candidate(scratch.path() / "forbidden", ca::testing::relu_model_new, "cpu");
     ca::testing::write_text(candidate / "kernels" / "spin.cpp", broken_kernel(true, token));
 
     const ca::Evaluation evaluation = evaluator.evaluate(relu, candidate);
@@ -105,7 +91,7 @@ TEST_CASE("a forbidden construct is rejected by the static checks before anythin
 
   SECTION("broken only: the compiler runs and reports the error") {
     const std::filesystem::path candidate =
-        ca::testing::assemble_candidate(scratch.path() / "broken", relu_model_new, "cpu");
+        ca::testing::assemble_candidate(scratch.path() / "broken", ca::testing::relu_model_new, "cpu");
     ca::testing::write_text(candidate / "kernels" / "spin.cpp", broken_kernel(false, token));
 
     const ca::Evaluation evaluation = evaluator.evaluate(relu, candidate);

@@ -16,20 +16,6 @@ namespace ca = cuda_agent;
 
 namespace {
 
-constexpr const char* relu_candidate = R"(import torch
-import torch.nn as nn
-
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return cuda_extension.relu(x)
-)";
-
 ca::HarnessProfilerOptions quick_cpu_timing(const std::filesystem::path& cache) {
   ca::HarnessProfilerOptions options = ca::testing::quick_cpu_timing();
   options.compile_backend = "eager";  // dynamo without inductor: quick, and still the compile path
@@ -49,7 +35,7 @@ TEST_CASE("a trusted evaluation times the candidate in the verifier's warm worke
       ca::AnyProfiler(std::move(profiler)));
   const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
   const std::filesystem::path candidate =
-      ca::testing::assemble_candidate(scratch.path() / "workspace", relu_candidate, "cpu");
+      ca::testing::assemble_candidate(scratch.path() / "workspace", ca::testing::relu_model_new, "cpu");
 
   const ca::Evaluation first = evaluator.evaluate(relu, candidate);
   INFO(nlohmann::json(first).dump(1).substr(0, 6000));

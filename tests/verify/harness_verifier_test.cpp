@@ -18,20 +18,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const char* const relu_with_extension = R"(import torch
-import torch.nn as nn
-
-import cuda_extension
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-
-    def forward(self, x):
-        return cuda_extension.relu(x)
-)";
-
 /// The CPU verifier and a compiler, with one candidate directory per call.
 struct VerifierFixture {
   ca::testing::ScratchDirectory scratch{"verifier"};
@@ -51,7 +37,7 @@ struct VerifierFixture {
 };
 
 std::string with_forward(const std::string& body) {
-  std::string text = relu_with_extension;
+  std::string text = ca::testing::relu_model_new;
   const std::string old = "        return cuda_extension.relu(x)\n";
   return text.replace(text.find(old), old.size(), body);
 }
@@ -64,7 +50,7 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
 
   const auto started = std::chrono::steady_clock::now();
-  const ca::VerificationResult correct = fixture.verifier.verify(relu, fixture.build(relu_with_extension));
+  const ca::VerificationResult correct = fixture.verifier.verify(relu, fixture.build(ca::testing::relu_model_new));
   INFO(nlohmann::json(correct).dump(2));
   CHECK(correct.correct);
   CHECK_FALSE(correct.rejection);
@@ -88,7 +74,7 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   CHECK(correct.details["tolerance"]["default"]["atol"] == 1e-2);
 
   {  // every verification draws new seeds
-    const ca::VerificationResult again = fixture.verifier.verify(relu, fixture.build(relu_with_extension));
+    const ca::VerificationResult again = fixture.verifier.verify(relu, fixture.build(ca::testing::relu_model_new));
     CHECK(again.correct);
     CHECK(again.details["seeds"] != correct.details["seeds"]);
     CHECK(again.details["plan_seed"] != correct.details["plan_seed"]);
@@ -124,7 +110,7 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
     CHECK(result.rejection->details["stage"] == "static_checks");
   }
   {  // a candidate that is not built is a load error
-    const ca::Candidate built = fixture.build(relu_with_extension);
+    const ca::Candidate built = fixture.build(ca::testing::relu_model_new);
     const auto result = fixture.verifier.verify(relu, ca::Candidate{built.source_directory, fixture.scratch.path() / "none"});
     REQUIRE(result.rejection);
     CHECK(result.rejection->reason == ca::RejectionReason::load_error);
@@ -266,7 +252,7 @@ TEST_CASE("stress inputs from the audit reject a copy of the input where the tas
           "[python][verifier]") {
   VerifierFixture fixture;
   const ca::Task rand_relu = ca::testing::adversarial_task("cpu", "relu_rand");
-  const ca::VerificationResult correct = fixture.verifier.verify(rand_relu, fixture.build(relu_with_extension));
+  const ca::VerificationResult correct = fixture.verifier.verify(rand_relu, fixture.build(ca::testing::relu_model_new));
   INFO(nlohmann::json(correct).dump(2).substr(0, 4000));
   CHECK(correct.correct);
   CHECK(correct.details["distributions"][1] == nlohmann::json({{"kind", "sign_symmetric"}, {"positive", false}}));
@@ -281,7 +267,7 @@ TEST_CASE("stress inputs from the audit reject a copy of the input where the tas
 TEST_CASE("verification plans differ between verifications and a fixed plan seed reproduces one", "[python][verifier]") {
   VerifierFixture fixture;
   const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
-  const ca::Candidate candidate = fixture.build(relu_with_extension);
+  const ca::Candidate candidate = fixture.build(ca::testing::relu_model_new);
   std::set<std::string> plans;
   for (int i = 0; i < 4; ++i) {
     const ca::VerificationResult result = fixture.verifier.verify(relu, candidate);
@@ -316,7 +302,7 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
     spec.timeout = std::chrono::minutes(15);
     return ca::run_process(spec);
   };
-  const ca::ProcessResult correct = run(relu_with_extension, "correct");
+  const ca::ProcessResult correct = run(ca::testing::relu_model_new, "correct");
   INFO(correct.standard_output.text << correct.standard_error.text);
   CHECK(correct.exit_code == 0);
   CHECK_THAT(correct.standard_output.text, Catch::Matchers::Contains("CORRECT: 1"));

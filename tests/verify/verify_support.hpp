@@ -22,6 +22,22 @@
 
 namespace cuda_agent::testing {
 
+/// A model_new.py that hands its input to the extension's relu: the candidate the
+/// verifier's, the profiler's and the evaluator's tests build on.
+inline constexpr const char* relu_model_new = R"(import torch
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        return cuda_extension.relu(x)
+)";
+
 inline std::filesystem::path source_directory() { return CUDA_AGENT_SOURCE_DIR; }
 inline std::filesystem::path adversarial_directory() { return source_directory() / "tests" / "adversarial"; }
 
