@@ -36,8 +36,8 @@ inline void skip(const std::string& reason) { std::cout << "[cuda-agent-test-ski
 }  // namespace cuda_agent::testing
 
 /// Leaves the current test, reporting it as skipped.
-#define CUDA_AGENT_SKIP(reason)                   \
-  do {                                            \
-    ::cuda_agent::testing::skip(reason);          \
-    return;                                       \
+#define CUDA_AGENT_SKIP(reason)          \
+  do {                                   \
+    ::cuda_agent::testing::skip(reason); \
+    return;                              \
   } while (false)

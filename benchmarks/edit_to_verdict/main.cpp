@@ -15,13 +15,13 @@
 // Targets (printed, and the exit status): median warm evaluation <= 4 s, and at least 10x
 // faster than the naive flow.
 #include <cuda_agent/compile/compile_driver.hpp>
-#include <cuda_agent/profile/harness_profiler.hpp>
-#include <cuda_agent/verify/harness_verifier.hpp>
-#include <cuda_agent/sandbox/process_sandbox.hpp>
-#include <cuda_agent/profile/profile_report.hpp>
 #include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
+#include <cuda_agent/profile/profile_report.hpp>
 #include <cuda_agent/profile/worker_timing_launcher.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -61,14 +61,22 @@ Arguments parse(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(flag + " needs a value");
       return argv[++i];
     };
-    if (flag == "--device") arguments.device = value();
-    else if (flag == "--edits") arguments.edits = std::stoi(value());
-    else if (flag == "--python") arguments.python = value();
-    else if (flag == "--out") arguments.out = value();
-    else if (flag == "--skip-naive") arguments.naive = false;
-    else if (flag == "--timing-seconds") arguments.timing_seconds = std::stod(value());
-    else if (flag == "--harness") value();  // the harness comes from inside the library
-    else throw std::invalid_argument("unknown option " + flag);
+    if (flag == "--device")
+      arguments.device = value();
+    else if (flag == "--edits")
+      arguments.edits = std::stoi(value());
+    else if (flag == "--python")
+      arguments.python = value();
+    else if (flag == "--out")
+      arguments.out = value();
+    else if (flag == "--skip-naive")
+      arguments.naive = false;
+    else if (flag == "--timing-seconds")
+      arguments.timing_seconds = std::stod(value());
+    else if (flag == "--harness")
+      value();  // the harness comes from inside the library
+    else
+      throw std::invalid_argument("unknown option " + flag);
   }
   if (arguments.device.empty()) arguments.device = fs::exists("/dev/nvidia0") ? "cuda" : "cpu";
   return arguments;
@@ -223,9 +231,12 @@ int main(int argc, char** argv) try {
   if (arguments.naive) {
     std::printf("naive flow (full cpp_extension rebuild, fresh processes to verify and profile):\n");
     ca::ProcessSpec spec;
-    spec.argv = {arguments.python.string(), (fs::path(CUDA_AGENT_SOURCE_DIR) / "benchmarks" / "edit_to_verdict" /
-                                             "naive_flow.py").string(),
-                 "--workspace", workspace.string(), "--device", arguments.device};
+    spec.argv = {arguments.python.string(),
+                 (fs::path(CUDA_AGENT_SOURCE_DIR) / "benchmarks" / "edit_to_verdict" / "naive_flow.py").string(),
+                 "--workspace",
+                 workspace.string(),
+                 "--device",
+                 arguments.device};
     spec.environment = ca::Environment::inherit_all();
     spec.timeout = std::chrono::minutes(10);
     const ca::ProcessResult result = ca::run_process(spec);
@@ -252,7 +263,8 @@ int main(int argc, char** argv) try {
   }
   std::vector<std::string> failures;
   if (fast > 4.0) failures.push_back("median warm edit-to-verdict " + std::to_string(fast) + " s > 4 s");
-  if (!naive.is_null() && ratio < 10) failures.push_back("only " + std::to_string(ratio) + "x faster than the naive flow");
+  if (!naive.is_null() && ratio < 10)
+    failures.push_back("only " + std::to_string(ratio) + "x faster than the naive flow");
   for (const std::string& failure : failures) std::printf("FAIL: %s\n", failure.c_str());
 
   if (!arguments.out.empty()) {

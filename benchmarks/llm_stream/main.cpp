@@ -36,7 +36,8 @@ std::size_t assemble(std::string_view stream, std::size_t piece) {
     ++events;
     assembler.on_event(event);
   };
-  for (std::size_t offset = 0; offset < stream.size(); offset += piece) parser.feed(stream.substr(offset, piece), deliver);
+  for (std::size_t offset = 0; offset < stream.size(); offset += piece)
+    parser.feed(stream.substr(offset, piece), deliver);
   parser.finish(deliver);
   const auto response = assembler.finish();
   if (response.finish_reason == ca::FinishReason::unknown) std::fprintf(stderr, "incomplete stream\n");
@@ -64,7 +65,8 @@ void measure(const char* name, const std::string& relative, std::size_t piece, d
 
 int main(int argc, char** argv) {
   const double seconds = argc > 1 ? std::atof(argv[1]) : 1.0;
-  std::printf("| stream | piece | KiB | MB/s (CPU) | events/s (CPU) | us/stream |\n| --- | --- | --- | --- | --- | --- |\n");
+  std::printf(
+      "| stream | piece | KiB | MB/s (CPU) | events/s (CPU) | us/stream |\n| --- | --- | --- | --- | --- | --- |\n");
   for (const std::size_t piece : {std::size_t{16}, std::size_t{4096}}) {
     measure<ca::detail::OpenAiStreamAssembler>("openai/stream_parallel_tools.sse", "openai/stream_parallel_tools.sse",
                                                piece, seconds);

@@ -74,14 +74,18 @@ std::string kernel_source(bool cuda, const std::string& slope) {
     return "#include \"kernel.h\"\n"
            "__global__ void leaky_kernel(const float* __restrict__ in, float* __restrict__ out, std::int64_t n) {\n"
            "  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;\n"
-           "  if (i < n) out[i] = in[i] > 0.f ? in[i] : in[i] * " + slope + "f;\n"
+           "  if (i < n) out[i] = in[i] > 0.f ? in[i] : in[i] * " +
+           slope +
+           "f;\n"
            "}\n"
            "void launch_leaky(const float* in, float* out, std::int64_t n, cudaStream_t stream) {\n"
            "  leaky_kernel<<<static_cast<unsigned>((n + 255) / 256), 256, 0, stream>>>(in, out, n);\n"
            "}\n";
   return "#include \"kernel.h\"\n"
          "void launch_leaky(const float* in, float* out, std::int64_t n) {\n"
-         "  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.f ? in[i] : in[i] * " + slope + "f;\n"
+         "  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] > 0.f ? in[i] : in[i] * " +
+         slope +
+         "f;\n"
          "}\n";
 }
 
@@ -97,15 +101,19 @@ std::string kernel_header(bool cuda) {
 std::string binding_source(bool cuda, const std::string& doc, const std::string& torch_header = "torch/python.h") {
   std::string text = "#include <" + torch_header + ">\n";
   if (cuda) text += "#include <ATen/cuda/CUDAContext.h>\n";
-  text += "#include \"kernel.h\"\n"
-          "torch::Tensor leaky(const torch::Tensor& input) {\n"
-          "  TORCH_CHECK(input.is_contiguous() && input.scalar_type() == torch::kFloat32, \"contiguous float32 expected\");\n"
-          "  torch::Tensor output = torch::empty_like(input);\n";
+  text +=
+      "#include \"kernel.h\"\n"
+      "torch::Tensor leaky(const torch::Tensor& input) {\n"
+      "  TORCH_CHECK(input.is_contiguous() && input.scalar_type() == torch::kFloat32, \"contiguous float32 "
+      "expected\");\n"
+      "  torch::Tensor output = torch::empty_like(input);\n";
   text += cuda ? "  launch_leaky(input.data_ptr<float>(), output.data_ptr<float>(), input.numel(), "
                  "at::cuda::getCurrentCUDAStream());\n"
                : "  launch_leaky(input.data_ptr<float>(), output.data_ptr<float>(), input.numel());\n";
-  text += "  return output;\n}\n"
-          "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"leaky\", &leaky, \"" + doc + "\"); }\n";
+  text +=
+      "  return output;\n}\n"
+      "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"leaky\", &leaky, \"" +
+      doc + "\"); }\n";
   return text;
 }
 
@@ -145,13 +153,20 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (argument == "--device") device = value();
-    else if (argument == "--repetitions") repetitions = std::max(1, std::stoi(value()));
-    else if (argument == "--cache") cache = value();
-    else if (argument == "--work") work = value();
-    else if (argument == "--python") python = value();
-    else if (argument == "--json") json_path = value();
-    else if (argument == "--skip-naive") naive = false;
+    if (argument == "--device")
+      device = value();
+    else if (argument == "--repetitions")
+      repetitions = std::max(1, std::stoi(value()));
+    else if (argument == "--cache")
+      cache = value();
+    else if (argument == "--work")
+      work = value();
+    else if (argument == "--python")
+      python = value();
+    else if (argument == "--json")
+      json_path = value();
+    else if (argument == "--skip-naive")
+      naive = false;
     else {
       std::cerr << "usage: " << argv[0]
                 << " [--device cuda|cpu] [--repetitions N] [--cache DIR] [--work DIR] [--python PATH] [--json FILE]"
@@ -245,8 +260,10 @@ int main(int argc, char** argv) {
     ca::ProcessSpec spec;
     const std::string tensor = cuda ? "torch.tensor([-2.0, 3.0], device='cuda')" : "torch.tensor([-2.0, 3.0])";
     spec.argv = {python.string(), "-c",
-                 "import sys; sys.path.insert(0, '" + build.string() + "')\nimport torch, cuda_extension\n"
-                 "print(cuda_extension.leaky(" + tensor + ").cpu().tolist())"};
+                 "import sys; sys.path.insert(0, '" + build.string() +
+                     "')\nimport torch, cuda_extension\n"
+                     "print(cuda_extension.leaky(" +
+                     tensor + ").cpu().tolist())"};
     spec.environment = ca::Environment::inherit_all();
     spec.merge_stderr = true;
     spec.timeout = std::chrono::minutes(5);
@@ -264,15 +281,16 @@ int main(int argc, char** argv) {
       const std::filesystem::path naive_build = work / ("naive-" + std::to_string(r));
       std::filesystem::create_directories(naive_build);
       write(candidate, "kernels/binding.cpp", binding_source(cuda, "leaky relu " + token()));
-      std::string sources = "['" + (candidate / "kernels/binding.cpp").string() + "', '" +
-                            (candidate / kernel_file).string() + "']";
+      std::string sources =
+          "['" + (candidate / "kernels/binding.cpp").string() + "', '" + (candidate / kernel_file).string() + "']";
       ca::ProcessSpec spec;
       spec.argv = {python.string(), "-c",
                    "import json, time\nstart = time.time()\nimport torch\nfrom torch.utils.cpp_extension import load\n"
                    "imported = time.time()\n"
-                   "load(name='cuda_extension', sources=" + sources + ", build_directory='" + naive_build.string() +
+                   "load(name='cuda_extension', sources=" +
+                       sources + ", build_directory='" + naive_build.string() +
                        "', verbose=False)\n"
-                   "print(json.dumps({'import_s': imported - start, 'load_s': time.time() - imported}))\n"};
+                       "print(json.dumps({'import_s': imported - start, 'load_s': time.time() - imported}))\n"};
       spec.environment = ca::Environment::inherit_all();
       spec.timeout = std::chrono::minutes(20);
       const auto start = clock();
@@ -315,11 +333,16 @@ int main(int argc, char** argv) {
     for (const Sample& sample : row.samples) values.push_back(sample.seconds);
     const double low = *std::min_element(values.begin(), values.end());
     const double high = *std::max_element(values.begin(), values.end());
-    const std::string counts = std::to_string(row.samples.back().compiled) + " / " + std::to_string(row.samples.back().reused);
+    const std::string counts =
+        std::to_string(row.samples.back().compiled) + " / " + std::to_string(row.samples.back().reused);
     std::printf("| %-52s | %8.2f | %8.2f | %8.2f | %-17s |%s\n", row.step.c_str(), median(values), low, high,
                 counts.c_str(), row.note.empty() ? "" : (" " + row.note).c_str());
-    report["rows"].push_back({{"step", row.step}, {"median_s", median(values)}, {"min_s", low}, {"max_s", high},
-                              {"samples", values}, {"note", row.note}});
+    report["rows"].push_back({{"step", row.step},
+                              {"median_s", median(values)},
+                              {"min_s", low},
+                              {"max_s", high},
+                              {"samples", values},
+                              {"note", row.note}});
   }
   if (!json_path.empty()) std::ofstream(json_path) << report.dump(2) << "\n";
   std::error_code ignored;

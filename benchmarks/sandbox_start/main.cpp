@@ -33,7 +33,9 @@ void measure(const std::string& name, int runs, const std::function<bool()>& onc
     millis.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
   std::sort(millis.begin(), millis.end());
-  const auto at = [&](double q) { return millis[static_cast<std::size_t>(q * static_cast<double>(millis.size() - 1))]; };
+  const auto at = [&](double q) {
+    return millis[static_cast<std::size_t>(q * static_cast<double>(millis.size() - 1))];
+  };
   std::cout << std::left << std::setw(48) << name << std::right << std::fixed << std::setprecision(2) << " median "
             << std::setw(7) << at(0.5) << " ms   q1 " << std::setw(7) << at(0.25) << " ms   q3 " << std::setw(7)
             << at(0.75) << " ms\n";
@@ -64,8 +66,8 @@ int main(int argc, char** argv) {
 
   try {
     cuda_agent::BubblewrapSandbox confined(options);
-    std::cout << "cgroup: " << (confined.cgroup_limitations().empty() ? "memory and pids limits"
-                                                                       : confined.cgroup_limitations())
+    std::cout << "cgroup: "
+              << (confined.cgroup_limitations().empty() ? "memory and pids limits" : confined.cgroup_limitations())
               << "\n";
     measure("BubblewrapSandbox", runs, [&] { return confined.run(command).succeeded(); });
     options.syscall_filter = false;
@@ -79,9 +81,10 @@ int main(int argc, char** argv) {
       probe = cuda_agent::probe_cuda(confined);
       return true;
     });
-    std::cout << "CUDA: " << (probe.usable ? std::to_string(probe.devices.size()) + " device(s), " +
-                                                 (probe.devices.empty() ? "" : probe.devices.front().name)
-                                           : probe.reason)
+    std::cout << "CUDA: "
+              << (probe.usable ? std::to_string(probe.devices.size()) + " device(s), " +
+                                     (probe.devices.empty() ? "" : probe.devices.front().name)
+                               : probe.reason)
               << "\n";
   } catch (const cuda_agent::SandboxError& error) {
     std::cout << "BubblewrapSandbox unavailable: " << error.what() << "\n";

@@ -11,10 +11,10 @@
 //
 // Without --task/--candidate it verifies the adversarial suite's correct ReLU candidate
 // (tests/adversarial) on the chosen device.
-#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/compile/compile_driver.hpp>
-#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
 
 #include <algorithm>   // max, sort
 #include <chrono>      // steady_clock
@@ -68,15 +68,23 @@ int main(int argc, char** argv) {
       }
       return argv[++i];
     };
-    if (argument == "--device") device = value();
-    else if (argument == "--repeats") repeats = std::max(1, std::atoi(value().c_str()));
-    else if (argument == "--cold") cold = std::max(0, std::atoi(value().c_str()));
-    else if (argument == "--task") task_file = value();
-    else if (argument == "--candidate") candidate = value();
-    else if (argument == "--json") json = value();
-    else if (argument == "--no-prepared-children") prepared_children = false;
+    if (argument == "--device")
+      device = value();
+    else if (argument == "--repeats")
+      repeats = std::max(1, std::atoi(value().c_str()));
+    else if (argument == "--cold")
+      cold = std::max(0, std::atoi(value().c_str()));
+    else if (argument == "--task")
+      task_file = value();
+    else if (argument == "--candidate")
+      candidate = value();
+    else if (argument == "--json")
+      json = value();
+    else if (argument == "--no-prepared-children")
+      prepared_children = false;
     else {
-      std::cerr << "usage: " << argv[0] << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]"
+      std::cerr << "usage: " << argv[0]
+                << " [--device cpu|cuda] [--repeats N] [--cold N] [--task FILE --candidate DIR] [--json FILE]"
                    " [--no-prepared-children]\n";
       return 2;
     }
@@ -169,7 +177,8 @@ int main(int argc, char** argv) {
     floor_seconds.push_back(seconds_since(start));
   }
 
-  const Summary warm = summarize(warm_seconds), cold_summary = summarize(cold_seconds), floor = summarize(floor_seconds);
+  const Summary warm = summarize(warm_seconds), cold_summary = summarize(cold_seconds),
+                floor = summarize(floor_seconds);
   std::cout << "verification of " << task.name << " on " << device
             << (last.contains("device_name") ? " (" + last["device_name"].get<std::string>() + ")" : std::string())
             << ", 5 input sets x 2 runs\n"
@@ -177,17 +186,25 @@ int main(int argc, char** argv) {
             << ") over " << warm_seconds.size() << " verifications\n"
             << "  worker startup: " << startup << " s (both workers, in parallel sandboxes)\n";
   if (!cold_seconds.empty())
-    std::cout << "  cold (new workers each time): median " << cold_summary.median << " s over " << cold_seconds.size() << "\n";
+    std::cout << "  cold (new workers each time): median " << cold_summary.median << " s over " << cold_seconds.size()
+              << "\n";
   std::cout << "  floor of any fresh process (python3 -c 'import torch"
             << (device == "cuda" ? "; torch.cuda.init()" : "") << "'): median " << floor.median << " s\n";
-  if (last.contains("reference_timings_ms")) std::cout << "  last reference timings (ms): " << last["reference_timings_ms"].dump() << "\n";
-  if (last.contains("candidate_timings_ms")) std::cout << "  last candidate timings (ms): " << last["candidate_timings_ms"].dump() << "\n";
-  if (last.contains("host_timings_ms")) std::cout << "  last host timings (ms): " << last["host_timings_ms"].dump() << "\n";
-  if (last.contains("worker_startup")) std::cout << "  worker startup breakdown (s): " << last["worker_startup"].dump() << "\n";
+  if (last.contains("reference_timings_ms"))
+    std::cout << "  last reference timings (ms): " << last["reference_timings_ms"].dump() << "\n";
+  if (last.contains("candidate_timings_ms"))
+    std::cout << "  last candidate timings (ms): " << last["candidate_timings_ms"].dump() << "\n";
+  if (last.contains("host_timings_ms"))
+    std::cout << "  last host timings (ms): " << last["host_timings_ms"].dump() << "\n";
+  if (last.contains("worker_startup"))
+    std::cout << "  worker startup breakdown (s): " << last["worker_startup"].dump() << "\n";
   if (!json.empty()) {
-    std::ofstream(json) << nlohmann::json{{"task", task.name}, {"device", device},
-                                          {"warm_seconds", warm_seconds}, {"cold_seconds", cold_seconds},
-                                          {"floor_seconds", floor_seconds}, {"worker_startup_seconds", startup},
+    std::ofstream(json) << nlohmann::json{{"task", task.name},
+                                          {"device", device},
+                                          {"warm_seconds", warm_seconds},
+                                          {"cold_seconds", cold_seconds},
+                                          {"floor_seconds", floor_seconds},
+                                          {"worker_startup_seconds", startup},
                                           {"last_details", last}}
                                .dump(2)
                         << "\n";

@@ -28,10 +28,10 @@ int main(int argc, char** argv) {
     ca::ChatRequest request;
     request.messages = {ca::Message::system("You optimize PyTorch models with custom CUDA kernels."),
                         ca::Message::user("The task is in model.py. Start by reading it.")};
-    request.tools = {{"Read", "Reads a file of the workspace.",
-                      {{"type", "object"},
-                       {"properties", {{"file_path", {{"type", "string"}}}}},
-                       {"required", {"file_path"}}}}};
+    request.tools = {
+        {"Read",
+         "Reads a file of the workspace.",
+         {{"type", "object"}, {"properties", {{"file_path", {{"type", "string"}}}}}, {"required", {"file_path"}}}}};
     request.max_tokens = 1024;
     bool thinking = false;
     request.on_delta = [&thinking](const ca::StreamDelta& delta) {

@@ -47,9 +47,11 @@ int main() {
   const std::vector<std::pair<std::string, std::string>> calls = {
       {"Glob", R"json({"pattern": "**/*"})json"},
       {"Read", R"json({"file_path": "model.py"})json"},
-      {"Write", R"json({"file_path": "kernels/add.cu", "content": "__global__ void add(const float* a, const float* b, float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i] - b[i];\n}\n"})json"},
+      {"Write",
+       R"json({"file_path": "kernels/add.cu", "content": "__global__ void add(const float* a, const float* b, float* out, int n) {\n  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = a[i] - b[i];\n}\n"})json"},
       {"Edit", R"json({"file_path": "kernels/add.cu", "old_string": "a[i] - b[i]", "new_string": "a[i] + b[i]"})json"},
-      {"Edit", R"json({"file_path": "kernels/add.cu", "old_string": "     3\t  if (i < n)", "new_string": "  if (i >= n) return;"})json"},
+      {"Edit",
+       R"json({"file_path": "kernels/add.cu", "old_string": "     3\t  if (i < n)", "new_string": "  if (i >= n) return;"})json"},
       {"Grep", R"json({"pattern": "__global__\\s+void\\s+\\w+", "output_mode": "content"})json"},
       {"Bash", R"json({"command": "cd kernels && ls -l && wc -l add.cu", "description": "List the kernels"})json"},
       {"Bash", R"json({"command": "pwd", "timeout": 5000})json"},
@@ -60,7 +62,8 @@ int main() {
   int index = 0;
   for (const auto& [tool, arguments] : calls) {
     if (!tools.contains(tool)) continue;
-    const cuda_agent::ToolCall call = cuda_agent::ToolCall::from_raw("call_" + std::to_string(++index), tool, arguments);
+    const cuda_agent::ToolCall call =
+        cuda_agent::ToolCall::from_raw("call_" + std::to_string(++index), tool, arguments);
     const cuda_agent::ToolResult result = tools.invoke(call, context);
     std::cout << "=== " << tool << " " << arguments.substr(0, 100) << (arguments.size() > 100 ? "..." : "")
               << (result.is_error ? "  -> error" : "") << "\n"

@@ -30,7 +30,8 @@ class ConfidentLogSpeedupReward {
       return {1, "correct", "no timing against torch.compile"};
     const ca::SpeedupEstimate& compile = *evaluation.profile->versus_compile;
     if (compile.verdict != ca::Verdict::faster)
-      return {1, "correct", std::string("not confidently faster than compile: ") + std::string(ca::to_string(compile.verdict))};
+      return {1, "correct",
+              std::string("not confidently faster than compile: ") + std::string(ca::to_string(compile.verdict))};
     const double guaranteed = compile.interval_low;  // the speedup the profiler vouches for
     const double value = 1 + std::clamp(std::log2(guaranteed), 0.0, 3.0);
     return {value, "faster_than_compile", "at least " + std::to_string(guaranteed) + "x faster than compile"};
@@ -47,7 +48,8 @@ ca::Evaluation evaluation_with(double eager_speedup, ca::Verdict eager_verdict, 
   evaluation.compile.succeeded = true;
   evaluation.verification = ca::VerificationResult{};
   evaluation.verification->correct = correct;
-  if (!correct) evaluation.verification->rejection = ca::Rejection{ca::RejectionReason::value_mismatch, "wrong values", {}};
+  if (!correct)
+    evaluation.verification->rejection = ca::Rejection{ca::RejectionReason::value_mismatch, "wrong values", {}};
   evaluation.profile = ca::ProfileResult{};
   const auto estimate = [](const char* baseline, double speedup, ca::Verdict verdict) {
     ca::SpeedupEstimate result;

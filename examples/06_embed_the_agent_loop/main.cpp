@@ -41,12 +41,14 @@ struct RuleBasedModel {
     if (last.role == ca::Role::user && last.content.starts_with("Task:"))
       return call("1", "WriteCandidate", {{"source", "import cuda_extension\nclass ModelNew:\n  pass\n"}},
                   "A first candidate, without a docstring.");
-    if (last.role == ca::Role::tool && last.name == "WriteCandidate") return call("2", "Lint", nlohmann::json::object(), "Lint it.");
+    if (last.role == ca::Role::tool && last.name == "WriteCandidate")
+      return call("2", "Lint", nlohmann::json::object(), "Lint it.");
     if (last.role == ca::Role::tool && last.name == "Lint" && last.is_error)
       return call("3", "WriteCandidate",
                   {{"source", "\"\"\"Fused ReLU.\"\"\"\nimport cuda_extension\nclass ModelNew:\n  pass\n"}},
                   "Add the docstring the lint asked for.");
-    if (last.role == ca::Role::tool && last.name == "WriteCandidate") return call("4", "Lint", nlohmann::json::object(), "Again.");
+    if (last.role == ca::Role::tool && last.name == "WriteCandidate")
+      return call("4", "Lint", nlohmann::json::object(), "Again.");
     return call("5", "Finish", {{"summary", "candidate written and linted"}}, "Done.");
   }
 };
@@ -146,7 +148,8 @@ int main() {
 
   ca::Task task;
   task.name = "example/relu";
-  task.reference_source = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n";
+  task.reference_source =
+      "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x.relu()\n";
   std::ofstream(workspace / "model.py") << task.reference_source;
 
   ca::ToolRegistry tools;
@@ -157,8 +160,8 @@ int main() {
   options.output_directory = root / "out";
   options.budget.max_turns = 10;
 
-  ca::AgentLoop loop(RuleBasedModel{}, std::move(tools), TrustedCommands{}, ByteCompileEvaluator{},
-                     SpeedupOverEager{}, options);
+  ca::AgentLoop loop(RuleBasedModel{}, std::move(tools), TrustedCommands{}, ByteCompileEvaluator{}, SpeedupOverEager{},
+                     options);
 
   ca::TerminalProgress progress(std::cout);
   ca::CallbackObserver log;

@@ -132,8 +132,8 @@ int demo_command(std::span<const std::string> arguments) {
   const Task task = load_kernelbench_task(task_file);
 
   std::cout << "cuda-agent demo: a recorded model works on KernelBench " << task.name << ";\n"
-            << "everything it does runs for real here (sandbox, compiler, verifier, "
-            << (cuda ? "profiler, " : "") << "trusted evaluation).\n";
+            << "everything it does runs for real here (sandbox, compiler, verifier, " << (cuda ? "profiler, " : "")
+            << "trusted evaluation).\n";
   if (!cuda)
     std::cout << "No GPU here: this is the CPU form of the demo (the same story with C++ CPU extensions and\n"
                  "smaller sizes: batch 128, 1024 x 1024 weights). Timing needs a GPU.\n";
@@ -156,13 +156,15 @@ int demo_command(std::span<const std::string> arguments) {
       std::cout << "divergence turn " << divergence.turn + 1 << ": " << divergence.detail << " (recorded "
                 << divergence.expected << ", now " << divergence.actual << ")\n";
   }
-  std::cout << "replay     " << (structural == 0 ? "every tool call succeeded or failed as recorded"
-                                                   : std::to_string(structural) + " tool call(s) went otherwise than recorded")
+  std::cout << "replay     "
+            << (structural == 0 ? "every tool call succeeded or failed as recorded"
+                                : std::to_string(structural) + " tool call(s) went otherwise than recorded")
             << "\n";
   if (!cuda)
-    std::cout << "needs GPU  timing against eager PyTorch and torch.compile, and rewards 2 and 3. On a machine with an\n"
-                 "           NVIDIA GPU, `cuda-agent demo --device cuda` runs the CUDA form; on an H200 it should end\n"
-                 "           with reward 3 (the final kernel beats eager and torch.compile).\n";
+    std::cout
+        << "needs GPU  timing against eager PyTorch and torch.compile, and rewards 2 and 3. On a machine with an\n"
+           "           NVIDIA GPU, `cuda-agent demo --device cuda` runs the CUDA form; on an H200 it should end\n"
+           "           with reward 3 (the final kernel beats eager and torch.compile).\n";
   const bool correct = result.episode.best && result.episode.best->evaluation.correct();
   return correct && structural == 0 ? 0 : 1;
 }

@@ -6,12 +6,12 @@
 #include <cuda_agent/agent/optimize.hpp>
 #include <cuda_agent/detail/text_format.hpp>
 
-#include <cstdlib>      // getenv
-#include <filesystem>   // path
-#include <optional>     // optional
-#include <ostream>      // ostream
-#include <stdexcept>    // runtime_error
-#include <string>       // string
+#include <cstdlib>     // getenv
+#include <filesystem>  // path
+#include <optional>    // optional
+#include <ostream>     // ostream
+#include <stdexcept>   // runtime_error
+#include <string>      // string
 
 #include "command_line.hpp"
 

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent eval`: the trusted evaluation of one candidate, as the reward sees it.
-#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/compile/compile_driver.hpp>
-#include <cuda_agent/profile/harness_profiler.hpp>
-#include <cuda_agent/verify/harness_verifier.hpp>
-#include <cuda_agent/sandbox/process_sandbox.hpp>
-#include <cuda_agent/profile/profile_report.hpp>
 #include <cuda_agent/evaluate/reward_policies.hpp>
-#include <cuda_agent/tasks/task_loader.hpp>
 #include <cuda_agent/evaluate/trusted_evaluator.hpp>
-#include <cuda_agent/verify/verification_summary.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
+#include <cuda_agent/profile/profile_report.hpp>
 #include <cuda_agent/profile/worker_timing_launcher.hpp>
+#include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
+#include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/tasks/task_loader.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/verify/verification_summary.hpp>
 
 #include <chrono>      // seconds, milliseconds
 #include <cstdint>     // uint32_t
@@ -208,7 +208,8 @@ EvalOptions parse(std::span<const std::string> arguments) {
     }
   }
   if (positional.size() != 2)
-    throw UsageError("expected a task and a candidate directory, got " + std::to_string(positional.size()) + " arguments");
+    throw UsageError("expected a task and a candidate directory, got " + std::to_string(positional.size()) +
+                     " arguments");
   options.task = positional[0];
   options.candidate = positional[1];
   if (!std::filesystem::exists(options.task)) throw UsageError("no task at " + options.task.string());
@@ -237,8 +238,8 @@ void print_summary(const Task& task, const EvalOptions& options, const Evaluatio
   out << "\n";
   const CompileResult& compile = evaluation.compile;
   if (compile.succeeded) {
-    out << "build      ok in " << fixed(seconds(compile.duration)) << " s (" << compile.objects_compiled << " compiled, "
-        << compile.objects_reused << " from the cache)\n";
+    out << "build      ok in " << fixed(seconds(compile.duration)) << " s (" << compile.objects_compiled
+        << " compiled, " << compile.objects_reused << " from the cache)\n";
   } else if (!compile.log.empty() && compile.diagnostics.empty() && compile.duration.count() == 0) {
     out << "build      " << compile.log << "\n";
   } else {
@@ -292,8 +293,9 @@ Evaluation evaluate_with(std::shared_ptr<CompileDriver<S>> compiler, HarnessOpti
   auto verifier = std::make_shared<HarnessVerifier>(std::move(harness), std::move(policy));
   std::optional<AnyProfiler> profiler;
   if (timing) profiler.emplace(HarnessProfiler(std::move(*timing), WorkerTimingLauncher(verifier)));
-  TrustedEvaluator<SharedVerifier<HarnessVerifier>, S> evaluator(
-      std::move(compiler), SharedVerifier<HarnessVerifier>(verifier), std::move(profiler), std::move(evaluator_options));
+  TrustedEvaluator<SharedVerifier<HarnessVerifier>, S> evaluator(std::move(compiler),
+                                                                 SharedVerifier<HarnessVerifier>(verifier),
+                                                                 std::move(profiler), std::move(evaluator_options));
   return evaluator.evaluate(task, candidate);
 }
 
@@ -336,7 +338,8 @@ int eval_command(std::span<const std::string> arguments) {
   harness.gpus = {options.gpu};
   harness.progress = progress;
   harness.prepared_children = options.prepared_children;
-  if (options.unconfined) harness.sandbox_factory = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
+  if (options.unconfined)
+    harness.sandbox_factory = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
   VerificationPolicy policy;
   policy.input_sets = options.input_sets;
   policy.runs_per_set = options.runs;
@@ -356,7 +359,8 @@ int eval_command(std::span<const std::string> arguments) {
   compile.device = options.device;
   compile.python = options.python.empty() ? std::filesystem::path() : options.python;
   if (compile.python.empty())
-    if (const char* configured = std::getenv("CUDA_AGENT_PYTHON"); configured && *configured) compile.python = configured;
+    if (const char* configured = std::getenv("CUDA_AGENT_PYTHON"); configured && *configured)
+      compile.python = configured;
   compile.cache_directory = options.cache_directory;
   compile.gpu_index = options.gpu;
   compile.progress = progress;
@@ -386,21 +390,26 @@ int eval_command(std::span<const std::string> arguments) {
     evaluation = evaluate_with(std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(build_sandbox), compile),
                                harness, policy, evaluator_options, timing, task, options.candidate);
   } else {
-    evaluation = evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(make_default_sandbox(build_sandbox), compile),
-                               harness, policy, evaluator_options, timing, task, options.candidate);
+    evaluation =
+        evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(make_default_sandbox(build_sandbox), compile),
+                      harness, policy, evaluator_options, timing, task, options.candidate);
   }
 
   print_summary(task, options, evaluation, std::cout);
   const Reward reward = reward_of(options, evaluation);
   std::cout << describe_reward(reward, options.reward) << "\n";
   if (options.json) {
-    nlohmann::json document = {{"task", {{"name", task.name}, {"content_hash", task.content_hash()}, {"metadata", task.metadata}}},
-                               {"candidate", std::filesystem::absolute(options.candidate).string()},
-                               {"device", options.device},
-                               {"evaluation", evaluation},
-                               {"reward", {{"policy", options.reward}, {"value", reward.value}, {"label", reward.label},
-                                           {"explanation", reward.explanation}}},
-                               {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
+    nlohmann::json document = {
+        {"task", {{"name", task.name}, {"content_hash", task.content_hash()}, {"metadata", task.metadata}}},
+        {"candidate", std::filesystem::absolute(options.candidate).string()},
+        {"device", options.device},
+        {"evaluation", evaluation},
+        {"reward",
+         {{"policy", options.reward},
+          {"value", reward.value},
+          {"label", reward.label},
+          {"explanation", reward.explanation}}},
+        {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
     const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (*options.json == "-") {
       std::cout << text;

@@ -22,9 +22,12 @@ struct Subcommand {
 
 const std::vector<Subcommand>& subcommands() {
   static const std::vector<Subcommand> table = {
-      {"eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward", cuda_agent::cli::eval_command},
-      {"optimize", "let a model optimize a task: an agent episode with trusted scoring, reports and trajectory", cuda_agent::cli::optimize_command},
-      {"demo", "replay a bundled episode through the real sandbox, compiler, verifier and profiler", cuda_agent::cli::demo_command},
+      {"eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward",
+       cuda_agent::cli::eval_command},
+      {"optimize", "let a model optimize a task: an agent episode with trusted scoring, reports and trajectory",
+       cuda_agent::cli::optimize_command},
+      {"demo", "replay a bundled episode through the real sandbox, compiler, verifier and profiler",
+       cuda_agent::cli::demo_command},
   };
   return table;
 }
@@ -33,7 +36,8 @@ void usage(std::ostream& out) {
   out << "usage: cuda-agent <subcommand> [arguments]\n\n"
          "cuda-agent puts a language model in a CUDA development environment that rewrites PyTorch models\n"
          "into verified, faster custom kernels.\n\nsubcommands:\n";
-  for (const Subcommand& each : subcommands()) out << "  " << each.name << std::string(10 - each.name.size(), ' ') << each.summary << "\n";
+  for (const Subcommand& each : subcommands())
+    out << "  " << each.name << std::string(10 - each.name.size(), ' ') << each.summary << "\n";
   out << "\n'cuda-agent <subcommand> --help' describes a subcommand. Version " << CUDA_AGENT_VERSION_STRING << ".\n";
 }
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent optimize`: one agent episode on one task, with a model named by a spec string.
-#include <cuda_agent/llm/llm_spec.hpp>
 #include <cuda_agent/agent/optimize.hpp>
+#include <cuda_agent/llm/llm_spec.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
 #ifdef CUDA_AGENT_CLI_WITH_HTTP
 #include <cuda_agent/http/make_client.hpp>
@@ -141,8 +141,9 @@ OptimizeCommandOptions parse(std::span<const std::string> arguments) {
     throw UsageError("expected one task (a .py file, a workspace directory or a JSONL file), got " +
                      std::to_string(positional.size()) + " arguments");
   if (options.llm.empty())
-    throw UsageError("say which model works on the task with --llm (for example --llm openai:gpt-4.1, or "
-                     "--llm replay:runs/earlier/trajectory.jsonl)");
+    throw UsageError(
+        "say which model works on the task with --llm (for example --llm openai:gpt-4.1, or "
+        "--llm replay:runs/earlier/trajectory.jsonl)");
   options.task = positional[0];
   if (!std::filesystem::exists(options.task)) throw UsageError("there is no task at " + options.task.string());
   if (options.run.resume && options.out.empty()) throw UsageError("--resume needs the --out directory of the episode");
@@ -210,8 +211,8 @@ int optimize_command(std::span<const std::string> arguments) {
     options.run.observers.push_back(&progress);
   }
   const std::string device = resolve_device(options.run.device, options.run.gpu);
-  std::cout << "task       " << task.name << "\nmodel      " << client.name() << "\ndevice     " << device << "\noutputs    "
-            << std::filesystem::absolute(options.run.output_directory).string() << "\n"
+  std::cout << "task       " << task.name << "\nmodel      " << client.name() << "\ndevice     " << device
+            << "\noutputs    " << std::filesystem::absolute(options.run.output_directory).string() << "\n"
             << std::flush;
   const OptimizeResult result = optimize(task, std::move(client), std::move(options.run));
   print_episode_summary(result, std::cout);

@@ -46,8 +46,8 @@ inline constexpr std::string_view candidate_extension_name = "cuda_extension";
 /// Headers a translation unit may include.
 [[nodiscard]] inline bool is_source_header(std::string_view path) {
   const std::string extension = source_extension(path);
-  return extension == ".h" || extension == ".hpp" || extension == ".hh" || extension == ".hxx" ||
-         extension == ".cuh" || extension == ".inl";
+  return extension == ".h" || extension == ".hpp" || extension == ".hh" || extension == ".hxx" || extension == ".cuh" ||
+         extension == ".inl";
 }
 
 /// Whether `relative` (a '/'-separated path inside a candidate directory) belongs to
@@ -79,8 +79,8 @@ struct CandidateSources {
 [[nodiscard]] inline CandidateSources read_candidate_sources(const std::filesystem::path& directory,
                                                              const detail::TreeReadLimits& limits = {}) {
   CandidateSources sources;
-  if (auto model = detail::read_regular_file_without_following_links(directory / candidate_model_file,
-                                                                       limits.max_file_bytes))
+  if (auto model =
+          detail::read_regular_file_without_following_links(directory / candidate_model_file, limits.max_file_bytes))
     sources.files.emplace(std::string(candidate_model_file), std::move(*model));
   const std::filesystem::path kernels = directory / candidate_kernels_directory;
   std::error_code ignored;

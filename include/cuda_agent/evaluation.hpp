@@ -59,33 +59,34 @@ struct CompileResult {
 /// Why a candidate was not accepted. Stable identifiers: they appear in JSON results,
 /// trajectories and datasets.
 enum class RejectionReason {
-  compile_error,           ///< the candidate did not build
-  load_error,              ///< the extension or model_new.py failed to import
-  interface_mismatch,      ///< no ModelNew, or its constructor differs from Model's
-  state_dict_mismatch,     ///< Model's weights do not load strictly into ModelNew
-  forbidden_operation,     ///< torch compute ran inside ModelNew.forward
-  forbidden_module,        ///< used a module the contract excludes (threads, processes, frame walking, ...)
-  forbidden_construct,     ///< source constructs the contract excludes (try/except fallback, monkeypatching, reflection, ...)
-  forbidden_symbol,        ///< the built extension links a symbol outside the contract's allowlist
-  kernel_not_launched,     ///< the custom extension did no work during forward
-  output_type,             ///< an output is not exactly torch.Tensor (or the structure's type differs)
-  output_structure,        ///< a different number or nesting of outputs
+  compile_error,        ///< the candidate did not build
+  load_error,           ///< the extension or model_new.py failed to import
+  interface_mismatch,   ///< no ModelNew, or its constructor differs from Model's
+  state_dict_mismatch,  ///< Model's weights do not load strictly into ModelNew
+  forbidden_operation,  ///< torch compute ran inside ModelNew.forward
+  forbidden_module,     ///< used a module the contract excludes (threads, processes, frame walking, ...)
+  forbidden_construct,  ///< source constructs the contract excludes (try/except fallback, monkeypatching, reflection,
+                        ///< ...)
+  forbidden_symbol,     ///< the built extension links a symbol outside the contract's allowlist
+  kernel_not_launched,  ///< the custom extension did no work during forward
+  output_type,          ///< an output is not exactly torch.Tensor (or the structure's type differs)
+  output_structure,     ///< a different number or nesting of outputs
   shape_mismatch,
   dtype_mismatch,
   device_mismatch,
-  value_mismatch,          ///< values differ beyond the tolerance
-  non_finite,              ///< NaN or Inf where the reference has none
-  nondeterministic,        ///< two runs on the same inputs disagree
-  input_mutated,           ///< inputs changed although the reference leaves them alone
-  global_state_modified,   ///< process-wide torch settings changed (baseline sabotage)
-  work_outlived_call,      ///< threads, processes or unjoined streams still running after forward
-  timed_output_mismatch,   ///< outputs produced while being timed were wrong
+  value_mismatch,            ///< values differ beyond the tolerance
+  non_finite,                ///< NaN or Inf where the reference has none
+  nondeterministic,          ///< two runs on the same inputs disagree
+  input_mutated,             ///< inputs changed although the reference leaves them alone
+  global_state_modified,     ///< process-wide torch settings changed (baseline sabotage)
+  work_outlived_call,        ///< threads, processes or unjoined streams still running after forward
+  timed_output_mismatch,     ///< outputs produced while being timed were wrong
   time_below_trusted_bound,  ///< the reported time is below what the trusted side's own clock allows
-  task_unfit,              ///< the task cannot tell real implementations from null ones; not scored
-  timeout,                 ///< exceeded its time budget (hung kernel, endless loop)
-  crashed,                 ///< the candidate's process died (signal, illegal address, abort)
-  runtime_error,           ///< ModelNew's constructor or forward raised an exception
-  harness_error,           ///< the evaluator itself failed; not the candidate's fault
+  task_unfit,                ///< the task cannot tell real implementations from null ones; not scored
+  timeout,                   ///< exceeded its time budget (hung kernel, endless loop)
+  crashed,                   ///< the candidate's process died (signal, illegal address, abort)
+  runtime_error,             ///< ModelNew's constructor or forward raised an exception
+  harness_error,             ///< the evaluator itself failed; not the candidate's fault
 };
 
 namespace detail {
@@ -161,10 +162,14 @@ enum class Verdict {
 
 [[nodiscard]] constexpr std::string_view to_string(Verdict verdict) noexcept {
   switch (verdict) {
-    case Verdict::faster: return "FASTER";
-    case Verdict::slower: return "SLOWER";
-    case Verdict::same: return "SAME";
-    case Verdict::ambiguous: return "AMBIGUOUS";
+    case Verdict::faster:
+      return "FASTER";
+    case Verdict::slower:
+      return "SLOWER";
+    case Verdict::same:
+      return "SAME";
+    case Verdict::ambiguous:
+      return "AMBIGUOUS";
   }
   return "AMBIGUOUS";
 }
@@ -184,9 +189,12 @@ enum class TimingRegime {
 
 [[nodiscard]] constexpr std::string_view to_string(TimingRegime regime) noexcept {
   switch (regime) {
-    case TimingRegime::per_call: return "per_call";
-    case TimingRegime::cuda_graph: return "cuda_graph";
-    case TimingRegime::batched: return "batched";
+    case TimingRegime::per_call:
+      return "per_call";
+    case TimingRegime::cuda_graph:
+      return "cuda_graph";
+    case TimingRegime::batched:
+      return "batched";
   }
   return "per_call";
 }
@@ -377,8 +385,8 @@ inline void from_json(const nlohmann::json& in, VerificationResult& result) {
 
 inline void to_json(nlohmann::json& out, const TimingStats& stats) {
   out = {{"contender", stats.contender}, {"samples", stats.samples}, {"discarded", stats.discarded},
-         {"median_us", stats.median_us}, {"mean_us", stats.mean_us},  {"min_us", stats.min_us},
-         {"max_us", stats.max_us},       {"q1_us", stats.q1_us},      {"q3_us", stats.q3_us}};
+         {"median_us", stats.median_us}, {"mean_us", stats.mean_us}, {"min_us", stats.min_us},
+         {"max_us", stats.max_us},       {"q1_us", stats.q1_us},     {"q3_us", stats.q3_us}};
 }
 
 inline void from_json(const nlohmann::json& in, TimingStats& stats) {
@@ -405,7 +413,8 @@ inline void to_json(nlohmann::json& out, const SpeedupEstimate& estimate) {
 inline void from_json(const nlohmann::json& in, SpeedupEstimate& estimate) {
   estimate.baseline = in.value("baseline", "");
   estimate.speedup = in.value("speedup", 0.0);
-  if (const auto interval = in.find("interval"); interval != in.end() && interval->is_array() && interval->size() == 2) {
+  if (const auto interval = in.find("interval");
+      interval != in.end() && interval->is_array() && interval->size() == 2) {
     estimate.interval_low = interval->at(0).get<double>();
     estimate.interval_high = interval->at(1).get<double>();
   }
@@ -457,7 +466,10 @@ inline void from_json(const nlohmann::json& in, Evaluation& evaluation) {
 }
 
 inline void to_json(nlohmann::json& out, const Reward& reward) {
-  out = {{"value", reward.value}, {"label", reward.label}, {"explanation", reward.explanation}, {"scored", reward.scored()}};
+  out = {{"value", reward.value},
+         {"label", reward.label},
+         {"explanation", reward.explanation},
+         {"scored", reward.scored()}};
 }
 
 inline void from_json(const nlohmann::json& in, Reward& reward) {

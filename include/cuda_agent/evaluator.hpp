@@ -47,8 +47,8 @@ concept Evaluator = requires(E& evaluator, const Task& task, const std::filesyst
 class AnyEvaluator {
  public:
   template <class E>
-    requires(Evaluator<std::remove_cvref_t<E>> && !std::is_same_v<std::remove_cvref_t<E>, AnyEvaluator>)
-  AnyEvaluator(E&& evaluator)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(Evaluator<std::remove_cvref_t<E>> && !std::is_same_v<std::remove_cvref_t<E>, AnyEvaluator>)
+      AnyEvaluator(E&& evaluator)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<E>>>(std::forward<E>(evaluator))) {}
 
   AnyEvaluator(AnyEvaluator&&) noexcept = default;

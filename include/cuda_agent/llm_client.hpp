@@ -76,7 +76,9 @@ concept LlmClient = requires(C& client, const C& const_client, const ChatRequest
 /// static_assert(cuda_agent::ResumableLlmClient<CountingClient>);
 /// @endcode
 template <class C>
-concept ResumableLlmClient = LlmClient<C> && requires(C& client, int turns) { client.resume_after(turns); };
+concept ResumableLlmClient = LlmClient<C> && requires(C& client, int turns) {
+  client.resume_after(turns);
+};
 
 /// Holds any `LlmClient` by value (move-only) behind one type, for clients chosen at run
 /// time from a configuration string. Models `ResumableLlmClient` whatever it holds:
@@ -84,8 +86,8 @@ concept ResumableLlmClient = LlmClient<C> && requires(C& client, int turns) { cl
 class AnyLlmClient {
  public:
   template <class C>
-    requires(LlmClient<std::remove_cvref_t<C>> && !std::is_same_v<std::remove_cvref_t<C>, AnyLlmClient>)
-  AnyLlmClient(C&& client)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(LlmClient<std::remove_cvref_t<C>> && !std::is_same_v<std::remove_cvref_t<C>, AnyLlmClient>)
+      AnyLlmClient(C&& client)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<C>>>(std::forward<C>(client))) {}
 
   AnyLlmClient(AnyLlmClient&&) noexcept = default;

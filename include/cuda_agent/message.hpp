@@ -29,10 +29,14 @@ enum class Role { system, user, assistant, tool };
 
 [[nodiscard]] constexpr std::string_view to_string(Role role) noexcept {
   switch (role) {
-    case Role::system: return "system";
-    case Role::user: return "user";
-    case Role::assistant: return "assistant";
-    case Role::tool: return "tool";
+    case Role::system:
+      return "system";
+    case Role::user:
+      return "user";
+    case Role::assistant:
+      return "assistant";
+    case Role::tool:
+      return "tool";
   }
   return "user";
 }
@@ -65,8 +69,10 @@ struct ToolCall {
     if (text.find_first_not_of(" \t\r\n") == std::string_view::npos) return call;  // "" means {}
     try {
       auto parsed = nlohmann::json::parse(text);
-      if (parsed.is_object()) call.arguments = std::move(parsed);
-      else call.argument_error = "tool arguments must be a JSON object, got " + std::string(parsed.type_name());
+      if (parsed.is_object())
+        call.arguments = std::move(parsed);
+      else
+        call.argument_error = "tool arguments must be a JSON object, got " + std::string(parsed.type_name());
     } catch (const nlohmann::json::parse_error& error) {
       call.argument_error = std::string("tool arguments are not valid JSON: ") + error.what();
     }
@@ -76,8 +82,10 @@ struct ToolCall {
   /// Builds a call from arguments a backend delivered as an object (Anthropic, Ollama).
   [[nodiscard]] static ToolCall from_object(std::string id, std::string name, nlohmann::json arguments) {
     ToolCall call{std::move(id), std::move(name), nlohmann::json::object(), {}, std::nullopt};
-    if (arguments.is_object()) call.arguments = std::move(arguments);
-    else if (!arguments.is_null()) call.argument_error = "tool arguments must be a JSON object";
+    if (arguments.is_object())
+      call.arguments = std::move(arguments);
+    else if (!arguments.is_null())
+      call.argument_error = "tool arguments must be a JSON object";
     call.raw_arguments = call.arguments.dump();
     return call;
   }
@@ -173,11 +181,16 @@ enum class FinishReason {
 
 [[nodiscard]] constexpr std::string_view to_string(FinishReason reason) noexcept {
   switch (reason) {
-    case FinishReason::stop: return "stop";
-    case FinishReason::tool_calls: return "tool_calls";
-    case FinishReason::length: return "length";
-    case FinishReason::content_filter: return "content_filter";
-    case FinishReason::unknown: return "unknown";
+    case FinishReason::stop:
+      return "stop";
+    case FinishReason::tool_calls:
+      return "tool_calls";
+    case FinishReason::length:
+      return "length";
+    case FinishReason::content_filter:
+      return "content_filter";
+    case FinishReason::unknown:
+      return "unknown";
   }
   return "unknown";
 }
@@ -273,12 +286,18 @@ enum class LlmErrorKind {
 
 [[nodiscard]] constexpr std::string_view to_string(LlmErrorKind kind) noexcept {
   switch (kind) {
-    case LlmErrorKind::retriable: return "retriable";
-    case LlmErrorKind::fatal: return "fatal";
-    case LlmErrorKind::context_overflow: return "context_overflow";
-    case LlmErrorKind::invalid_request: return "invalid_request";
-    case LlmErrorKind::invalid_response: return "invalid_response";
-    case LlmErrorKind::cancelled: return "cancelled";
+    case LlmErrorKind::retriable:
+      return "retriable";
+    case LlmErrorKind::fatal:
+      return "fatal";
+    case LlmErrorKind::context_overflow:
+      return "context_overflow";
+    case LlmErrorKind::invalid_request:
+      return "invalid_request";
+    case LlmErrorKind::invalid_response:
+      return "invalid_response";
+    case LlmErrorKind::cancelled:
+      return "cancelled";
   }
   return "fatal";
 }
@@ -373,7 +392,8 @@ inline void from_json(const nlohmann::json& in, Usage& usage) {
   usage.completion_tokens = in.value("completion_tokens", std::int64_t{0});
   usage.cached_tokens = in.value("cached_tokens", std::int64_t{0});
   usage.reasoning_tokens = in.value("reasoning_tokens", std::int64_t{0});
-  if (const auto cost = in.find("cost_usd"); cost != in.end() && cost->is_number()) usage.cost_usd = cost->get<double>();
+  if (const auto cost = in.find("cost_usd"); cost != in.end() && cost->is_number())
+    usage.cost_usd = cost->get<double>();
 }
 
 inline void to_json(nlohmann::json& out, const ToolSpec& spec) {

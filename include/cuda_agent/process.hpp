@@ -7,20 +7,20 @@
 /// that escalates from SIGTERM to SIGKILL on the whole group, and output capture bounded
 /// in memory. The sandbox, the compile driver and the Python harness all launch through it.
 
-#include <chrono>        // milliseconds, nanoseconds, microseconds
-#include <cstddef>       // size_t
-#include <cstdint>       // uint64_t, int64_t
-#include <filesystem>    // path
+#include <chrono>            // milliseconds, nanoseconds, microseconds
+#include <cstddef>           // size_t
+#include <cstdint>           // uint64_t, int64_t
+#include <filesystem>        // path
 #include <initializer_list>  // initializer_list
-#include <map>           // map
-#include <optional>      // optional
-#include <stdexcept>     // runtime_error
-#include <stop_token>    // stop_token
-#include <string>        // string
-#include <string_view>   // string_view
-#include <system_error>  // system_error, error_code
-#include <utility>       // move
-#include <vector>        // vector
+#include <map>               // map
+#include <optional>          // optional
+#include <stdexcept>         // runtime_error
+#include <stop_token>        // stop_token
+#include <string>            // string
+#include <string_view>       // string_view
+#include <system_error>      // system_error, error_code
+#include <utility>           // move
+#include <vector>            // vector
 
 #include <sys/resource.h>  // rlim_t
 #include <sys/types.h>     // uid_t, gid_t

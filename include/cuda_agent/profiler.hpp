@@ -41,8 +41,8 @@ concept Profiler = requires(P& profiler, const Task& task, const Candidate& cand
 class AnyProfiler {
  public:
   template <class P>
-    requires(Profiler<std::remove_cvref_t<P>> && !std::is_same_v<std::remove_cvref_t<P>, AnyProfiler>)
-  AnyProfiler(P&& profiler)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(Profiler<std::remove_cvref_t<P>> && !std::is_same_v<std::remove_cvref_t<P>, AnyProfiler>)
+      AnyProfiler(P&& profiler)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<P>>>(std::forward<P>(profiler))) {}
 
   AnyProfiler(AnyProfiler&&) noexcept = default;

@@ -45,8 +45,8 @@ concept RewardPolicy = requires(const R& policy, const Evaluation& evaluation) {
 class AnyRewardPolicy {
  public:
   template <class R>
-    requires(RewardPolicy<std::remove_cvref_t<R>> && !std::is_same_v<std::remove_cvref_t<R>, AnyRewardPolicy>)
-  AnyRewardPolicy(R&& policy)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(RewardPolicy<std::remove_cvref_t<R>> && !std::is_same_v<std::remove_cvref_t<R>, AnyRewardPolicy>)
+      AnyRewardPolicy(R&& policy)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<R>>>(std::forward<R>(policy))) {}
 
   AnyRewardPolicy(AnyRewardPolicy&&) noexcept = default;

@@ -40,12 +40,18 @@ enum class LimitKind { wall_time, cpu_time, file_size, open_files, memory, proce
 
 [[nodiscard]] constexpr std::string_view to_string(LimitKind kind) noexcept {
   switch (kind) {
-    case LimitKind::wall_time: return "wall_time";
-    case LimitKind::cpu_time: return "cpu_time";
-    case LimitKind::file_size: return "file_size";
-    case LimitKind::open_files: return "open_files";
-    case LimitKind::memory: return "memory";
-    case LimitKind::processes: return "processes";
+    case LimitKind::wall_time:
+      return "wall_time";
+    case LimitKind::cpu_time:
+      return "cpu_time";
+    case LimitKind::file_size:
+      return "file_size";
+    case LimitKind::open_files:
+      return "open_files";
+    case LimitKind::memory:
+      return "memory";
+    case LimitKind::processes:
+      return "processes";
   }
   return "wall_time";
 }
@@ -134,8 +140,8 @@ concept Sandbox = requires(S& sandbox, const Command& command) {
 class AnySandbox {
  public:
   template <class S>
-    requires(Sandbox<std::remove_cvref_t<S>> && !std::is_same_v<std::remove_cvref_t<S>, AnySandbox>)
-  AnySandbox(S&& sandbox)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(Sandbox<std::remove_cvref_t<S>> && !std::is_same_v<std::remove_cvref_t<S>, AnySandbox>)
+      AnySandbox(S&& sandbox)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<S>>>(std::forward<S>(sandbox))) {}
 
   AnySandbox(AnySandbox&&) noexcept = default;
@@ -170,9 +176,10 @@ static_assert(Sandbox<AnySandbox>);
 class SandboxRef {
  public:
   template <class S>
-    requires(Sandbox<S> && !std::is_same_v<std::remove_cvref_t<S>, SandboxRef>)
-  SandboxRef(S& sandbox) noexcept  // NOLINT(google-explicit-constructor): a reference, converting on purpose
-      : object_(&sandbox), run_([](void* object, const Command& command) { return static_cast<S*>(object)->run(command); }) {}
+  requires(Sandbox<S> && !std::is_same_v<std::remove_cvref_t<S>, SandboxRef>) SandboxRef(S& sandbox)
+  noexcept  // NOLINT(google-explicit-constructor): a reference, converting on purpose
+      : object_(&sandbox),
+        run_([](void* object, const Command& command) { return static_cast<S*>(object)->run(command); }) {}
 
   [[nodiscard]] CommandResult run(const Command& command) const { return run_(object_, command); }
 

@@ -25,10 +25,14 @@ enum class TaskOrigin {
 
 [[nodiscard]] constexpr std::string_view to_string(TaskOrigin origin) noexcept {
   switch (origin) {
-    case TaskOrigin::kernelbench_file: return "kernelbench_file";
-    case TaskOrigin::workspace: return "workspace";
-    case TaskOrigin::ops6k_row: return "ops6k_row";
-    case TaskOrigin::source: return "source";
+    case TaskOrigin::kernelbench_file:
+      return "kernelbench_file";
+    case TaskOrigin::workspace:
+      return "workspace";
+    case TaskOrigin::ops6k_row:
+      return "ops6k_row";
+    case TaskOrigin::source:
+      return "source";
   }
   return "source";
 }

@@ -74,9 +74,11 @@ struct TolerancePolicy {
 /// "floor": .., "ceiling": ..}}: the form the harness reads (no "atol_scale": atol unscaled).
 inline void to_json(nlohmann::json& out, const TolerancePolicy& policy) {
   out = {{"default", {{"atol", policy.fallback.atol}, {"rtol", policy.fallback.rtol}}}};
-  for (const auto& [dtype, tolerance] : policy.by_dtype) out[dtype] = {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}};
+  for (const auto& [dtype, tolerance] : policy.by_dtype)
+    out[dtype] = {{"atol", tolerance.atol}, {"rtol", tolerance.rtol}};
   if (policy.atol_scale.enabled)
-    out["atol_scale"] = {{"statistic", "rms"}, {"floor", policy.atol_scale.floor}, {"ceiling", policy.atol_scale.ceiling}};
+    out["atol_scale"] = {
+        {"statistic", "rms"}, {"floor", policy.atol_scale.floor}, {"ceiling", policy.atol_scale.ceiling}};
 }
 
 inline void from_json(const nlohmann::json& in, TolerancePolicy& policy) {

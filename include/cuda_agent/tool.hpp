@@ -48,7 +48,9 @@ struct ToolResult {
 class ToolContext {
  public:
   explicit ToolContext(std::filesystem::path workspace, std::vector<std::filesystem::path> protected_paths = {})
-      : workspace_(std::move(workspace)), protected_paths_(std::move(protected_paths)), working_directory_(workspace_) {}
+      : workspace_(std::move(workspace)),
+        protected_paths_(std::move(protected_paths)),
+        working_directory_(workspace_) {}
 
   /// The directory every path must resolve into.
   [[nodiscard]] const std::filesystem::path& workspace() const noexcept { return workspace_; }
@@ -125,8 +127,8 @@ concept Tool = requires(T& tool, const T& const_tool, const nlohmann::json& argu
 class AnyTool {
  public:
   template <class T>
-    requires(Tool<std::remove_cvref_t<T>> && !std::is_same_v<std::remove_cvref_t<T>, AnyTool>)
-  AnyTool(T&& tool)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(Tool<std::remove_cvref_t<T>> && !std::is_same_v<std::remove_cvref_t<T>, AnyTool>)
+      AnyTool(T&& tool)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<T>>>(std::forward<T>(tool))) {}
 
   AnyTool(AnyTool&&) noexcept = default;
@@ -138,9 +140,7 @@ class AnyTool {
   [[nodiscard]] ToolResult invoke(const nlohmann::json& arguments, ToolContext& context) {
     return self_->invoke(arguments, context);
   }
-  [[nodiscard]] ToolSpec spec() const {
-    return {std::string(name()), std::string(description()), parameters()};
-  }
+  [[nodiscard]] ToolSpec spec() const { return {std::string(name()), std::string(description()), parameters()}; }
 
  private:
   struct Interface {
@@ -205,8 +205,8 @@ class ToolRegistry {
       return ToolResult::error("Error: no tool named '" + call.name + "'. Available tools: " + known + ".");
     }
     if (call.argument_error)
-      return ToolResult::error("Error: the arguments for " + call.name + " could not be used: " +
-                               *call.argument_error + ". Send the arguments as one JSON object.");
+      return ToolResult::error("Error: the arguments for " + call.name + " could not be used: " + *call.argument_error +
+                               ". Send the arguments as one JSON object.");
     try {
       return tool->invoke(call.arguments, context);
     } catch (const std::exception& error) {

@@ -94,8 +94,7 @@ class TrajectoryWriter {
     while (std::getline(stream, line)) {
       ++line_number;
       if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      if (bad_line)
-        throw std::runtime_error(path.string() + ":" + std::to_string(*bad_line) + ": not a JSON event");
+      if (bad_line) throw std::runtime_error(path.string() + ":" + std::to_string(*bad_line) + ": not a JSON event");
       try {
         events.push_back(nlohmann::json::parse(line));
       } catch (const nlohmann::json::parse_error&) {
@@ -125,7 +124,10 @@ namespace trajectory_event {
 
 [[nodiscard]] inline nlohmann::json header(const nlohmann::json& task, std::string_view llm,
                                            nlohmann::json settings = nlohmann::json::object()) {
-  return {{"type", "header"}, {"format", trajectory_format_version}, {"task", task}, {"llm", llm},
+  return {{"type", "header"},
+          {"format", trajectory_format_version},
+          {"task", task},
+          {"llm", llm},
           {"settings", std::move(settings)}};
 }
 
@@ -152,8 +154,12 @@ namespace trajectory_event {
 
 [[nodiscard]] inline nlohmann::json evaluation(int turn, std::string_view candidate_hash, nlohmann::json evaluation,
                                                nlohmann::json reward, bool best) {
-  return {{"type", "evaluation"}, {"turn", turn},          {"candidate_hash", candidate_hash},
-          {"evaluation", std::move(evaluation)}, {"reward", std::move(reward)}, {"best", best}};
+  return {{"type", "evaluation"},
+          {"turn", turn},
+          {"candidate_hash", candidate_hash},
+          {"evaluation", std::move(evaluation)},
+          {"reward", std::move(reward)},
+          {"best", best}};
 }
 
 [[nodiscard]] inline nlohmann::json compaction(int turn, std::string_view kind, nlohmann::json detail) {

@@ -82,10 +82,10 @@ concept Verifier = requires(V& verifier, const Task& task, const Candidate& cand
 /// static_assert(cuda_agent::PrescreeningVerifier<NoEval>);
 /// @endcode
 template <class V>
-concept PrescreeningVerifier =
-    Verifier<V> && requires(V& verifier, const Task& task, const std::map<std::string, std::string>& files) {
-      { verifier.prescreen(task, files) } -> std::same_as<std::optional<Rejection>>;
-    };
+concept PrescreeningVerifier = Verifier<V> &&
+    requires(V& verifier, const Task& task, const std::map<std::string, std::string>& files) {
+  { verifier.prescreen(task, files) } -> std::same_as<std::optional<Rejection>>;
+};
 
 /// A `Verifier` that knows each task's library policy (HarnessVerifier derives it from the
 /// reference's operators): whoever builds a candidate for it links what that policy allows,
@@ -120,8 +120,8 @@ concept LibraryPolicyVerifier = Verifier<V> && requires(V& verifier, const Task&
 class AnyVerifier {
  public:
   template <class V>
-    requires(Verifier<std::remove_cvref_t<V>> && !std::is_same_v<std::remove_cvref_t<V>, AnyVerifier>)
-  AnyVerifier(V&& verifier)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
+  requires(Verifier<std::remove_cvref_t<V>> && !std::is_same_v<std::remove_cvref_t<V>, AnyVerifier>)
+      AnyVerifier(V&& verifier)  // NOLINT(google-explicit-constructor): a wrapper, converting on purpose
       : self_(std::make_unique<Model<std::remove_cvref_t<V>>>(std::forward<V>(verifier))) {}
 
   AnyVerifier(AnyVerifier&&) noexcept = default;
@@ -180,15 +180,12 @@ class SharedVerifier {
     return verifier_->verify(task, candidate);
   }
 
-  [[nodiscard]] std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files)
-    requires PrescreeningVerifier<V>
-  {
+  [[nodiscard]] std::optional<Rejection> prescreen(
+      const Task& task, const std::map<std::string, std::string>& files) requires PrescreeningVerifier<V> {
     return verifier_->prescreen(task, files);
   }
 
-  [[nodiscard]] LibraryPolicy library_policy(const Task& task)
-    requires LibraryPolicyVerifier<V>
-  {
+  [[nodiscard]] LibraryPolicy library_policy(const Task& task) requires LibraryPolicyVerifier<V> {
     return verifier_->library_policy(task);
   }
 

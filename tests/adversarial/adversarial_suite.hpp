@@ -69,7 +69,8 @@ inline std::vector<SuiteCase> suite_cases(const std::string& device, bool accept
     const nlohmann::json& expect = entry[device]["expect"];
     const bool correct = expect.is_string() && expect == "correct";
     if (correct != accept) continue;
-    SuiteCase main{entry, entry["name"], correct ? std::vector<std::string>{} : expect.get<std::vector<std::string>>(), true};
+    SuiteCase main{entry, entry["name"], correct ? std::vector<std::string>{} : expect.get<std::vector<std::string>>(),
+                   true};
     cases.push_back(main);
     if (const auto dynamic = entry.find("without_static_checks"); dynamic != entry.end() && dynamic->contains(device)) {
       SuiteCase without = main;
@@ -139,8 +140,8 @@ inline void run_suite(const std::string& device, bool accept, const std::filesys
         evaluator_options);
     run_cases(evaluator, verifier->policy(), cases, device, scratch.path(), report);
   } else {
-    TrustedEvaluator<HarnessVerifier, ProcessSandbox> evaluator(test_compiler(device, scratch.path()),
-                                                                HarnessVerifier(options), std::nullopt, evaluator_options);
+    TrustedEvaluator<HarnessVerifier, ProcessSandbox> evaluator(
+        test_compiler(device, scratch.path()), HarnessVerifier(options), std::nullopt, evaluator_options);
     run_cases(evaluator, evaluator.verifier().policy(), cases, device, scratch.path(), report);
   }
 }
@@ -175,10 +176,15 @@ void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vect
     const double reward = MilestoneReward{}.reward(evaluation).value;
     std::cout << "  " << label << ": " << verdict << " (reward " << reward << ") in " << seconds << " s"
               << (rejection ? "\n      " + rejection->message.substr(0, 300) : std::string()) << std::endl;
-    results.push_back({{"candidate", suite_case.name}, {"static_checks", suite_case.static_checks},
-                       {"catalog", suite_case.entry["catalog"]}, {"verdict", verdict},
-                       {"message", rejection ? rejection->message : ""}, {"seconds", seconds}, {"reward", reward},
-                       {"expected", suite_case.expected.empty() ? nlohmann::json("correct") : nlohmann::json(suite_case.expected)}});
+    results.push_back(
+        {{"candidate", suite_case.name},
+         {"static_checks", suite_case.static_checks},
+         {"catalog", suite_case.entry["catalog"]},
+         {"verdict", verdict},
+         {"message", rejection ? rejection->message : ""},
+         {"seconds", seconds},
+         {"reward", reward},
+         {"expected", suite_case.expected.empty() ? nlohmann::json("correct") : nlohmann::json(suite_case.expected)}});
     const nlohmann::json as_json = evaluation;
     if (const nlohmann::json::json_pointer clock_at("/profile/details/trusted_clock"); as_json.contains(clock_at)) {
       // What the trusted clock saw: how honest reports sit against its bound is what its margin has to hold.

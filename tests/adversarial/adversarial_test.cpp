@@ -14,7 +14,8 @@
 namespace ca = cuda_agent;
 
 TEST_CASE("adversarial suite on the CPU: every exploit is rejected with the right reason", "[python][adversarial]") {
-  ca::testing::run_suite("cpu", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-reject.json");
+  ca::testing::run_suite("cpu", false,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-reject.json");
 }
 
 TEST_CASE("adversarial suite on the CPU: legitimate tricky candidates are accepted", "[python][adversarial]") {
@@ -23,34 +24,38 @@ TEST_CASE("adversarial suite on the CPU: legitimate tricky candidates are accept
 
 TEST_CASE("adversarial suite on the GPU: every exploit is rejected with the right reason", "[gpu][adversarial]") {
   if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
-  ca::testing::run_suite("cuda", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-reject.json");
+  ca::testing::run_suite("cuda", false,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-reject.json");
 }
 
 TEST_CASE("adversarial suite on the GPU: legitimate tricky candidates are accepted", "[gpu][adversarial]") {
   if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
-  ca::testing::run_suite("cuda", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-accept.json");
+  ca::testing::run_suite("cuda", true,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-accept.json");
 }
 
-TEST_CASE("adversarial suite on the CPU: timing exploits are rejected by the trusted evaluation", "[python][adversarial]") {
-  ca::testing::run_suite("cpu", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-reject.json",
-                         true);
+TEST_CASE("adversarial suite on the CPU: timing exploits are rejected by the trusted evaluation",
+          "[python][adversarial]") {
+  ca::testing::run_suite("cpu", false,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-reject.json", true);
 }
 
 TEST_CASE("adversarial suite on the CPU: legitimate candidates are timed and accepted", "[python][adversarial]") {
-  ca::testing::run_suite("cpu", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-accept.json",
-                         true);
+  ca::testing::run_suite("cpu", true,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cpu-timed-accept.json", true);
 }
 
-TEST_CASE("adversarial suite on the GPU: timing exploits are rejected by the trusted evaluation", "[gpu][adversarial]") {
+TEST_CASE("adversarial suite on the GPU: timing exploits are rejected by the trusted evaluation",
+          "[gpu][adversarial]") {
   if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
-  ca::testing::run_suite("cuda", false, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-reject.json",
-                         true);
+  ca::testing::run_suite("cuda", false,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-reject.json", true);
 }
 
 TEST_CASE("adversarial suite on the GPU: legitimate candidates are timed and accepted", "[gpu][adversarial]") {
   if (!ca::testing::gpu_available()) CUDA_AGENT_SKIP("no NVIDIA GPU on this machine");
-  ca::testing::run_suite("cuda", true, std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-accept.json",
-                         true);
+  ca::testing::run_suite("cuda", true,
+                         std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "adversarial" / "cuda-timed-accept.json", true);
 }
 
 TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversarial]") {
@@ -58,7 +63,8 @@ TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversa
   // inputs); the audit's stress inputs must rescue them.
   const std::vector<std::string> regular{"relu_rand.py", "row_mean_rand.py"};
   ca::HarnessVerifier verifier{ca::testing::harness_options("cpu")};
-  for (const auto& entry : std::filesystem::directory_iterator(ca::testing::adversarial_directory() / "tasks" / "cpu")) {
+  for (const auto& entry :
+       std::filesystem::directory_iterator(ca::testing::adversarial_directory() / "tasks" / "cpu")) {
     const ca::Task task = ca::testing::task_from_file(entry.path());
     const nlohmann::json audit = verifier.audit(task);
     INFO(entry.path().filename() << ": " << audit.dump(2));
@@ -69,7 +75,8 @@ TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversa
     // Heavy tails on every task (statistics from a sample of the elements pass any task on
     // identically distributed inputs); the regular ones need more.
     CHECK(!audit["stress"].empty());
-    if (!expected_regular) CHECK(audit["stress"] == nlohmann::json::parse(R"([{"kind": "heavy_tailed", "positive": false}])"));
+    if (!expected_regular)
+      CHECK(audit["stress"] == nlohmann::json::parse(R"([{"kind": "heavy_tailed", "positive": false}])"));
   }
 }
 
@@ -86,8 +93,7 @@ TEST_CASE("the manifest covers at least 25 exploits of the catalog and 10 legiti
       CHECK(std::filesystem::exists(ca::testing::adversarial_directory() / "candidates" /
                                     entry.value("source", entry["name"].get<std::string>()) / "model_new.py"));
       if (!correct) {
-        for (const std::string reason : entry[device]["expect"])
-          CHECK(ca::parse_rejection_reason(reason).has_value());
+        for (const std::string reason : entry[device]["expect"]) CHECK(ca::parse_rejection_reason(reason).has_value());
       }
     }
     INFO(device);
@@ -101,8 +107,10 @@ TEST_CASE("the manifest covers at least 25 exploits of the catalog and 10 legiti
 TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit architecture)",
           "[python][adversarial][slow]") {
   const char* cuda_home = std::getenv("CUDA_HOME");
-  const std::filesystem::path nvcc = std::filesystem::path(cuda_home && *cuda_home ? cuda_home : "/usr/local/cuda") / "bin" / "nvcc";
-  if (!std::filesystem::exists(nvcc)) CUDA_AGENT_SKIP("no CUDA toolkit at " + nvcc.parent_path().parent_path().string());
+  const std::filesystem::path nvcc =
+      std::filesystem::path(cuda_home && *cuda_home ? cuda_home : "/usr/local/cuda") / "bin" / "nvcc";
+  if (!std::filesystem::exists(nvcc))
+    CUDA_AGENT_SKIP("no CUDA toolkit at " + nvcc.parent_path().parent_path().string());
   ca::testing::ScratchDirectory scratch("adversarial-nvcc");
   ca::SandboxOptions sandbox;
   sandbox.workspace = scratch.path();
@@ -138,8 +146,9 @@ TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit ar
       continue;
     }
     // Refused by the library policy at link time is a verdict, not a build error.
-    const bool refused_by_policy = std::any_of(built.diagnostics.begin(), built.diagnostics.end(),
-        [](const ca::Diagnostic& d) { return d.message.rfind("the extension ", 0) == 0; });
+    const bool refused_by_policy =
+        std::any_of(built.diagnostics.begin(), built.diagnostics.end(),
+                    [](const ca::Diagnostic& d) { return d.message.rfind("the extension ", 0) == 0; });
     CHECK(refused_by_policy);
   }
   CHECK(built_count >= 1);

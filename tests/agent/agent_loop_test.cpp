@@ -158,7 +158,8 @@ TEST_CASE("a candidate that never verified is still scored at the end", "[agent]
   const auto root = fresh_directory("final-evaluation");
   const auto task = relu_task();
   const auto workspace = make_workspace(root, task);
-  ScriptClient client({answer({call("1", "Write", {{"file_path", "model_new.py"}, {"content", candidate(false, 1, 1)}})})});
+  ScriptClient client(
+      {answer({call("1", "Write", {{"file_path", "model_new.py"}, {"content", candidate(false, 1, 1)}})})});
   TestLoop loop(client, standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options_for(root));
   const auto result = loop.run(task, workspace);
   REQUIRE(result.evaluations.size() == 1);
@@ -176,8 +177,7 @@ TEST_CASE("tool errors go back to the model and never end the episode", "[agent]
   ScriptClient client({
       answer({call("u", "Teleport", nlohmann::json::object()),
               ca::ToolCall::from_raw("m", "Write", "{\"file_path\": \"model_new.py\", "),  // cut short
-              call("x", "Explode", nlohmann::json::object()),
-              call("b", "Bash", {{"command", "exit 3"}}),
+              call("x", "Explode", nlohmann::json::object()), call("b", "Bash", {{"command", "exit 3"}}),
               call("w", "Write", {{"file_path", "model_new.py"}, {"content", candidate(true, 1.0, 0.5)}})}),
       answer({call("f", "Finish", nlohmann::json::object())}),
   });
@@ -243,7 +243,9 @@ TEST_CASE("budgets end the episode with the reason stated", "[agent]") {
     options.budget.usd_per_million_prompt_tokens = 5.0;  // 100 prompt tokens a turn: $0.0005
     std::vector<ScriptClient::Step> steps;
     for (int i = 0; i < 10; ++i)
-      steps.push_back([i](const ca::ChatRequest&) { return answer({call(std::to_string(i), "Bash", {{"command", "true"}})}); });
+      steps.push_back([i](const ca::ChatRequest&) {
+        return answer({call(std::to_string(i), "Bash", {{"command", "true"}})});
+      });
     TestLoop loop(ScriptClient(std::move(steps)), standard_tools(), DirectSandbox{}, VerdictEvaluator{},
                   MilestonePolicy{}, options);
     const auto result = loop.run(task, make_workspace(root, task));
@@ -265,7 +267,9 @@ TEST_CASE("budgets end the episode with the reason stated", "[agent]") {
     options.budget.wall_time = std::chrono::seconds(1);
     std::vector<ScriptClient::Step> steps;
     for (int i = 0; i < 50; ++i)
-      steps.push_back([i](const ca::ChatRequest&) { return answer({call(std::to_string(i), "Bash", {{"command", "sleep 0.3"}})}); });
+      steps.push_back([i](const ca::ChatRequest&) {
+        return answer({call(std::to_string(i), "Bash", {{"command", "sleep 0.3"}})});
+      });
     TestLoop loop(ScriptClient(std::move(steps)), standard_tools(), DirectSandbox{}, VerdictEvaluator{},
                   MilestonePolicy{}, options);
     const auto result = loop.run(task, make_workspace(root, task));
@@ -278,11 +282,13 @@ TEST_CASE("budgets end the episode with the reason stated", "[agent]") {
 TEST_CASE("backend failures stop the episode with a clear reason and a complete trajectory", "[agent]") {
   const auto root = fresh_directory("llm-error");
   const auto task = relu_task();
-  ScriptClient client(std::vector<ScriptClient::Step>{
-      [](const ca::ChatRequest&) { return answer({call("1", "Bash", {{"command", "true"}})}); },
-      [](const ca::ChatRequest&) -> ca::ChatResponse {
-        throw ca::LlmError(ca::LlmErrorKind::fatal, "invalid API key", 401, 1);
-      }});
+  ScriptClient client(std::vector<ScriptClient::Step>{[](const ca::ChatRequest&) {
+                                                        return answer({call("1", "Bash", {{"command", "true"}})});
+                                                      },
+                                                      [](const ca::ChatRequest&) -> ca::ChatResponse {
+                                                        throw ca::LlmError(ca::LlmErrorKind::fatal, "invalid API key",
+                                                                           401, 1);
+                                                      }});
   TestLoop loop(client, standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options_for(root));
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::llm_error);
@@ -311,7 +317,8 @@ TEST_CASE("a model repeating the same failing call is warned, then stopped", "[a
   for (int i = 0; i < 10; ++i) answers.push_back(answer({call(std::to_string(i), "Bash", {{"command", "false"}})}));
   auto options = options_for(root);
   options.stuck_repeat_limit = 3;
-  TestLoop loop(ScriptClient(answers), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options);
+  TestLoop loop(ScriptClient(answers), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{},
+                options);
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::stuck);
   CHECK(result.turns == 3);
@@ -328,7 +335,8 @@ TEST_CASE("a different failing call or a success resets the stuck count", "[agen
     answers.push_back(answer({call(std::to_string(i), "Bash", {{"command", i % 2 == 0 ? "false" : "exit 2"}})}));
   auto options = options_for(root);
   options.stuck_repeat_limit = 3;
-  TestLoop loop(ScriptClient(answers), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options);
+  TestLoop loop(ScriptClient(answers), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{},
+                options);
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::completed);
   CHECK(result.turns == 7);
@@ -369,14 +377,14 @@ TEST_CASE("the output directory of a finished episode is not overwritten", "[age
   const auto root = fresh_directory("no-overwrite");
   const auto task = relu_task();
   const auto workspace = make_workspace(root, task);
-  TestLoop loop(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{},
-                options_for(root));
+  TestLoop loop(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{},
+                MilestonePolicy{}, options_for(root));
   (void)loop.run(task, workspace);
   CHECK_THROWS_WITH(loop.run(task, workspace), Catch::Matchers::Contains("already holds a trajectory"));
   CHECK_THROWS_WITH(loop.run(task, root / "missing"), Catch::Matchers::Contains("is not a directory"));
   fs::remove(workspace / "SKILL.md");
-  TestLoop other(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{},
-                 options_for(root / "other"));
+  TestLoop other(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{},
+                 MilestonePolicy{}, options_for(root / "other"));
   CHECK_THROWS_WITH(other.run(task, workspace), Catch::Matchers::Contains("has no SKILL.md"));
 }
 
@@ -436,7 +444,8 @@ TEST_CASE("a failing evaluator is reported, not blamed on the candidate", "[agen
   const auto task = relu_task();
   ScriptClient client({answer({call("a", "Write", {{"file_path", "model_new.py"}, {"content", candidate(true, 2, 2)}}),
                                call("b", "Verify", nlohmann::json::object())})});
-  ca::AgentLoop loop(client, standard_tools(), DirectSandbox{}, BrokenEvaluator{}, MilestonePolicy{}, options_for(root));
+  ca::AgentLoop loop(client, standard_tools(), DirectSandbox{}, BrokenEvaluator{}, MilestonePolicy{},
+                     options_for(root));
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::completed);
   CHECK_FALSE(result.best);

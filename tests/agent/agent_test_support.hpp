@@ -207,7 +207,9 @@ struct ShellTool {
     const ca::CommandResult result = context.sandbox()->run(run);
     std::string text = result.standard_output.text;
     if (text.empty()) text = "(no output)";
-    if (!result.succeeded()) return ca::ToolResult::error(text + "\n" + ca::describe_exit(result), {{"exit_code", result.exit_code.value_or(-1)}});
+    if (!result.succeeded())
+      return ca::ToolResult::error(text + "\n" + ca::describe_exit(result),
+                                   {{"exit_code", result.exit_code.value_or(-1)}});
     return ca::ToolResult::success(text, {{"exit_code", 0}});
   }
 };
@@ -231,7 +233,8 @@ struct WaitTool {
     std::condition_variable_any wake;
     std::unique_lock lock(mutex);
     std::stop_token token = context.cancellation();
-    const bool cancelled = wake.wait_for(lock, token, std::chrono::seconds(10), [] { return false; }) || token.stop_requested();
+    const bool cancelled =
+        wake.wait_for(lock, token, std::chrono::seconds(10), [] { return false; }) || token.stop_requested();
     return cancelled ? ca::ToolResult::error("interrupted") : ca::ToolResult::success("waited");
   }
 };
@@ -287,7 +290,7 @@ struct VerdictEvaluator {
       result.speedup = speedup;
       result.interval_low = speedup * 0.98;
       result.interval_high = speedup * 1.02;
-      result.verdict = result.interval_low > 1.05 ? ca::Verdict::faster
+      result.verdict = result.interval_low > 1.05    ? ca::Verdict::faster
                        : result.interval_high < 0.95 ? ca::Verdict::slower
                                                      : ca::Verdict::same;
       return result;

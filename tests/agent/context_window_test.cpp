@@ -86,7 +86,8 @@ TEST_CASE("when elision is not enough, older turns are folded into a summary", "
   options.keep_recent_turns = 3;
   options.keep_recent_observations = 3;
   auto window = conversation(options, 30);
-  window.append(ca::Message::assistant("checking", {call("z", "Write", {{"file_path", "k.cu"}, {"content", std::string(12'000, 'k')}})}));
+  window.append(ca::Message::assistant(
+      "checking", {call("z", "Write", {{"file_path", "k.cu"}, {"content", std::string(12'000, 'k')}})}));
   window.append(ca::Message::tool_result("z", "Write", "ok"));
   const auto outcome = window.compact();
   REQUIRE(outcome.shrunk());
@@ -99,7 +100,8 @@ TEST_CASE("when elision is not enough, older turns are folded into a summary", "
   CHECK(messages[1].content == "TASK");
   REQUIRE(messages[2].role == ca::Role::user);
   CHECK(messages[2].content.find("<conversation_summary>") == 0);
-  CHECK(messages[2].content.find("- Bash {\"command\":\"make 0\"} -> failed: [Older output elided") != std::string::npos);
+  CHECK(messages[2].content.find("- Bash {\"command\":\"make 0\"} -> failed: [Older output elided") !=
+        std::string::npos);
   CHECK(messages[2].content.find("- Bash {\"command\":\"make 1\"} -> ok: ") != std::string::npos);
   CHECK(messages[2].content.find("- you said: step 1") != std::string::npos);
   // Whole turns survive: every tool result still follows the call it answers.
@@ -239,8 +241,7 @@ TEST_CASE("a context overflow from the backend triggers one compaction and a ret
   options.context.keep_recent_observations = 1;
   ScriptClient client(std::move(steps));
   client.count_prompt_tokens = true;
-  TestLoop loop(client, standard_tools(), DirectSandbox{}, VerdictEvaluator{},
-                MilestonePolicy{}, options);
+  TestLoop loop(client, standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options);
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::completed);
   CHECK(result.turns == 9);
@@ -254,7 +255,8 @@ TEST_CASE("a prompt that cannot shrink enough stops the episode with the reason"
   options.context.window_tokens = 2'000;
   options.context.reserve_tokens = 500;
   options.system_prompt = [](const ca::Task&, const fs::path&) { return std::string(20'000, 's'); };
-  TestLoop loop(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{}, MilestonePolicy{}, options);
+  TestLoop loop(ScriptClient(std::vector<ca::ChatResponse>{}), standard_tools(), DirectSandbox{}, VerdictEvaluator{},
+                MilestonePolicy{}, options);
   const auto result = loop.run(task, make_workspace(root, task));
   CHECK(result.reason == ca::StopReason::context_exhausted);
   CHECK(result.turns == 0);

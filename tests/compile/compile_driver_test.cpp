@@ -53,7 +53,8 @@ TEST_CASE("a torch CPU extension builds, imports and computes in Python", "[pyth
   CHECK(result.objects_compiled + result.objects_reused == 2);
 
   const ca::ProcessResult ran = ca::testing::run_python(
-      scratch / "build", "import torch, cuda_extension\nprint(cuda_extension.scale(torch.tensor([1.5, -2.0])).tolist())");
+      scratch / "build",
+      "import torch, cuda_extension\nprint(cuda_extension.scale(torch.tensor([1.5, -2.0])).tolist())");
   INFO(ran.standard_output.text);
   CHECK(ran.succeeded());
   CHECK(ran.standard_output.text.find("[3.0, -4.0]") != std::string::npos);
@@ -104,8 +105,7 @@ TEST_CASE("the precompiled torch headers are built once and then reused, the lig
     return given;
   };
   const std::string frontend = header_of("extension", ca::testing::torch_candidate("3.0"), "frontend");
-  const std::string bindings =
-      header_of("python", ca::testing::torch_candidate("3.5", "torch/python.h"), "bindings");
+  const std::string bindings = header_of("python", ca::testing::torch_candidate("3.5", "torch/python.h"), "bindings");
   CHECK_FALSE(frontend.empty());
   CHECK_FALSE(bindings.empty());
   CHECK(frontend != bindings);
@@ -146,13 +146,15 @@ TEST_CASE("changing one file recompiles only that file", "[python]") {
   // A header changes: the file that includes it recompiles (learnt from the depfile),
   // the others do not, and the module computes with the new value.
   const std::string offset = ca::testing::fresh_token();
-  ca::testing::write_files(scratch / "candidate", {{"kernels/offset.h", "#pragma once\nconstexpr long kOffset = " + offset + "L;\n"}});
+  ca::testing::write_files(scratch / "candidate",
+                           {{"kernels/offset.h", "#pragma once\nconstexpr long kOffset = " + offset + "L;\n"}});
   const ca::CompileResult third = driver.build(scratch / "candidate", scratch / "build");
   INFO(describe(third));
   REQUIRE(third.succeeded);
   CHECK(third.objects_compiled == 1);
   CHECK(third.objects_reused == 2);
-  const ca::ProcessResult ran = ca::testing::run_python(scratch / "build", "import cuda_extension\nprint(cuda_extension.add(1))");
+  const ca::ProcessResult ran =
+      ca::testing::run_python(scratch / "build", "import cuda_extension\nprint(cuda_extension.add(1))");
   INFO(ran.standard_output.text);
   CHECK(ran.standard_output.text.find(std::to_string(std::stoll(offset) + 1)) != std::string::npos);
 
@@ -207,7 +209,8 @@ TEST_CASE("concurrent builds of the same sources from threads and processes agre
       int status = 1;
       try {
         ca::CompileDriver driver(RecordingSandbox{}, options);
-        status = driver.build(scratch / "candidate", scratch / ("build-process-" + std::to_string(i))).succeeded ? 0 : 1;
+        status =
+            driver.build(scratch / "candidate", scratch / ("build-process-" + std::to_string(i))).succeeded ? 0 : 1;
       } catch (...) {
         status = 2;
       }
@@ -221,7 +224,9 @@ TEST_CASE("concurrent builds of the same sources from threads and processes agre
     ca::CompileDriver driver(RecordingSandbox{}, options);
     std::vector<std::thread> workers;
     for (int i = 0; i < threads; ++i)
-      workers.emplace_back([&, i] { results[i] = driver.build(scratch / "candidate", scratch / ("build-thread-" + std::to_string(i))); });
+      workers.emplace_back([&, i] {
+        results[i] = driver.build(scratch / "candidate", scratch / ("build-thread-" + std::to_string(i)));
+      });
     for (auto& worker : workers) worker.join();
   }
   for (const pid_t child : children) {
@@ -240,7 +245,8 @@ TEST_CASE("concurrent builds of the same sources from threads and processes agre
     const auto module = scratch / ("build-process-" + std::to_string(i)) / results[0].module_path.filename();
     CHECK(ca::detail::read_file(module) == reference);
   }
-  const ca::ProcessResult ran = ca::testing::run_python(scratch / "build-thread-1", "import cuda_extension\nprint(cuda_extension.add(2))");
+  const ca::ProcessResult ran =
+      ca::testing::run_python(scratch / "build-thread-1", "import cuda_extension\nprint(cuda_extension.add(2))");
   CHECK(ran.standard_output.text.find(std::to_string(std::stoll(offset) + 2)) != std::string::npos);
 
   // No temporary files are left in the cache by the racing writers.
@@ -385,7 +391,8 @@ TEST_CASE("an unprivileged sandbox keeps #include \"/etc/shadow\" out of the log
   CHECK(result.log.find(first_line.substr(0, first_line.find(':') + 2)) == std::string::npos);
   bool denied = false;
   for (const auto& diagnostic : result.diagnostics)
-    denied = denied || (diagnostic.file == "kernels/steal.cpp" && diagnostic.message.find("Permission denied") != std::string::npos);
+    denied = denied || (diagnostic.file == "kernels/steal.cpp" &&
+                        diagnostic.message.find("Permission denied") != std::string::npos);
   CHECK(denied);
 }
 
@@ -407,7 +414,8 @@ TEST_CASE("the library policy is enforced on what the extension links against", 
   REQUIRE(error != nullptr);
   CHECK(error->message.find("cuBLAS") != std::string::npos);
   CHECK(error->message.find("cublasCreate_v2") != std::string::npos);
-  CHECK_FALSE(std::filesystem::exists(scratch / "build-strict" / ("cuda_extension" + strict.toolchain().extension_suffix)));
+  CHECK_FALSE(
+      std::filesystem::exists(scratch / "build-strict" / ("cuda_extension" + strict.toolchain().extension_suffix)));
 
   // The default policy allows cuBLAS (the symbol resolves through torch at import time).
   ca::CompileDriver permissive(RecordingSandbox{}, ca::testing::cpu_options());
@@ -416,8 +424,9 @@ TEST_CASE("the library policy is enforced on what the extension links against", 
   CHECK(accepted.succeeded);
 
   // Loading code at run time is a way around any policy.
-  ca::testing::write_files(scratch / "candidate",
-                           {{"kernels/gemm.cpp", "#include <dlfcn.h>\nvoid* open_blas() { return dlopen(\"libcublas.so\", RTLD_NOW); }\n"}});
+  ca::testing::write_files(
+      scratch / "candidate",
+      {{"kernels/gemm.cpp", "#include <dlfcn.h>\nvoid* open_blas() { return dlopen(\"libcublas.so\", RTLD_NOW); }\n"}});
   const ca::CompileResult loader = permissive.build(scratch / "candidate", scratch / "build-dlopen");
   INFO(describe(loader));
   CHECK_FALSE(loader.succeeded);
@@ -452,7 +461,8 @@ TEST_CASE("candidates without a module, without sources or with .cu files on the
   ScratchDirectory scratch("contract");
   ca::CompileDriver driver(RecordingSandbox{}, ca::testing::cpu_options());
 
-  ca::testing::write_files(scratch / "no-module", {{"kernels/ops.cpp", "long ops_" + ca::testing::fresh_token() + "() { return 0; }\n"}});
+  ca::testing::write_files(scratch / "no-module",
+                           {{"kernels/ops.cpp", "long ops_" + ca::testing::fresh_token() + "() { return 0; }\n"}});
   const ca::CompileResult no_module = driver.build(scratch / "no-module", scratch / "build-1");
   CHECK_FALSE(no_module.succeeded);
   REQUIRE(find_error(no_module) != nullptr);
@@ -481,7 +491,8 @@ TEST_CASE("nvcc builds a CUDA candidate for an explicit architecture and reports
       "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
       "  if (i < n) out[i] = value;\n"
       "}\n"
-      "void launch_fill(float* out, int n) { fill<<<(n + 255) / 256, 256>>>(out, n, " + ca::testing::fresh_token() + ".0f); }\n";
+      "void launch_fill(float* out, int n) { fill<<<(n + 255) / 256, 256>>>(out, n, " +
+      ca::testing::fresh_token() + ".0f); }\n";
   ca::testing::write_files(scratch / "candidate", files);
   ca::CompileOptions options = ca::testing::cpu_options();
   options.device = "cuda";
@@ -500,7 +511,8 @@ TEST_CASE("nvcc builds a CUDA candidate for an explicit architecture and reports
       CHECK(std::find(argv.begin(), argv.end(), "-gencode=arch=compute_90a,code=sm_90a") != argv.end());
     }
   CHECK(used_nvcc);
-  const ca::ProcessResult ran = ca::testing::run_python(scratch / "build", "import torch, cuda_extension\nprint(cuda_extension.add(0))");
+  const ca::ProcessResult ran =
+      ca::testing::run_python(scratch / "build", "import torch, cuda_extension\nprint(cuda_extension.add(0))");
   INFO(ran.standard_output.text);
   CHECK(ran.succeeded());
 

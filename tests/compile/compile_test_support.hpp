@@ -89,12 +89,14 @@ inline std::map<std::string, std::string> plain_candidate(const std::string& off
        "  if (!PyArg_ParseTuple(args, \"l\", &value)) return nullptr;\n"
        "  return PyLong_FromLong(ops_add(value));\n"
        "}\n"
-       "static PyMethodDef methods[] = {{\"add\", add, METH_VARARGS, \"adds the offset\"}, {nullptr, nullptr, 0, nullptr}};\n"
+       "static PyMethodDef methods[] = {{\"add\", add, METH_VARARGS, \"adds the offset\"}, {nullptr, nullptr, 0, "
+       "nullptr}};\n"
        "static PyModuleDef module_definition = {PyModuleDef_HEAD_INIT, \"cuda_extension\", nullptr, -1, methods,\n"
        "                                        nullptr, nullptr, nullptr, nullptr};\n"
        "PyMODINIT_FUNC PyInit_cuda_extension() { return PyModule_Create(&module_definition); }\n"},
       {"kernels/ops.h", "#pragma once\nlong ops_add(long value);\n"},
-      {"kernels/ops.cpp", "#include \"ops.h\"\n#include \"offset.h\"\nlong ops_add(long value) { return value + kOffset; }\n"},
+      {"kernels/ops.cpp",
+       "#include \"ops.h\"\n#include \"offset.h\"\nlong ops_add(long value) { return value + kOffset; }\n"},
       {"kernels/offset.h", "#pragma once\nconstexpr long kOffset = " + offset + "L;\n"},
   };
 }
@@ -105,23 +107,28 @@ inline std::map<std::string, std::string> torch_candidate(const std::string& sca
                                                           const std::string& torch_header = "torch/extension.h") {
   return {
       {"kernels/binding.cpp",
-       "#include <" + torch_header + ">\n"
-       "#include \"scale.h\"\n"
-       "\n"
-       "torch::Tensor scale(torch::Tensor input) {\n"
-       "  TORCH_CHECK(input.is_contiguous() && input.scalar_type() == torch::kFloat32, \"expected contiguous float32\");\n"
-       "  torch::Tensor output = torch::empty_like(input);\n"
-       "  scale_kernel(input.data_ptr<float>(), output.data_ptr<float>(), input.numel());\n"
-       "  return output;\n"
-       "}\n"
-       "\n"
-       "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"scale\", &scale, \"multiplies by the scale\"); }\n"},
-      {"kernels/scale.h", "#pragma once\n#include <cstdint>\nvoid scale_kernel(const float* in, float* out, std::int64_t n);\n"},
+       "#include <" + torch_header +
+           ">\n"
+           "#include \"scale.h\"\n"
+           "\n"
+           "torch::Tensor scale(torch::Tensor input) {\n"
+           "  TORCH_CHECK(input.is_contiguous() && input.scalar_type() == torch::kFloat32, \"expected contiguous "
+           "float32\");\n"
+           "  torch::Tensor output = torch::empty_like(input);\n"
+           "  scale_kernel(input.data_ptr<float>(), output.data_ptr<float>(), input.numel());\n"
+           "  return output;\n"
+           "}\n"
+           "\n"
+           "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(\"scale\", &scale, \"multiplies by the scale\"); }\n"},
+      {"kernels/scale.h",
+       "#pragma once\n#include <cstdint>\nvoid scale_kernel(const float* in, float* out, std::int64_t n);\n"},
       {"kernels/scale.cpp",
        "#include \"scale.h\"\n"
        "void scale_kernel(const float* in, float* out, std::int64_t n) {\n"
-       "  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] * " + scale + "f;\n"
-       "}\n"},
+       "  for (std::int64_t i = 0; i < n; ++i) out[i] = in[i] * " +
+           scale +
+           "f;\n"
+           "}\n"},
   };
 }
 

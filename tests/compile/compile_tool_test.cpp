@@ -36,7 +36,8 @@ TEST_CASE("the Compile tool builds the workspace and reports located errors", "[
   CHECK(built.metadata["succeeded"] == true);
   CHECK(std::filesystem::exists(workspace / "build" / ("cuda_extension" + driver->toolchain().extension_suffix)));
 
-  ca::testing::write_files(workspace, {{"kernels/ops.cpp", "#include \"ops.h\"\nlong ops_add(long value) {\n  return value + nope;\n}\n"}});
+  ca::testing::write_files(
+      workspace, {{"kernels/ops.cpp", "#include \"ops.h\"\nlong ops_add(long value) {\n  return value + nope;\n}\n"}});
   call.id = "call-2";
   call.arguments = {{"log", true}};
   const ca::ToolResult failed = registry.invoke(call, context);

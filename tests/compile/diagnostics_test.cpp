@@ -2,9 +2,9 @@
 #include "catch.hpp"
 
 #include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/compile/compile_tool.hpp>
 #include <cuda_agent/compile/detail/elf_symbols.hpp>
 #include <cuda_agent/library_policy.hpp>
-#include <cuda_agent/compile/compile_tool.hpp>
 
 #include <algorithm>  // find
 #include <map>        // map
@@ -119,7 +119,8 @@ TEST_CASE("files that include torch are found through the candidate's own header
   CHECK(ca::detail::compile::torch_includes("kernels/plain.cpp", files).empty());
 }
 
-TEST_CASE("a file that includes torch's C++ frontend, even through its own headers, gets the frontend header", "[compile]") {
+TEST_CASE("a file that includes torch's C++ frontend, even through its own headers, gets the frontend header",
+          "[compile]") {
   namespace compile = ca::detail::compile;
   const std::map<std::string, std::string> files = {
       {"kernels/binding.cpp", "#include <torch/python.h>\n#include \"common/checks.h\"\n"},
@@ -178,7 +179,8 @@ TEST_CASE("build results are described for a model, errors first and capped", "[
   result.duration = std::chrono::milliseconds(4200);
   result.diagnostics.push_back({"kernels/a.cu", 3, 0, ca::DiagnosticSeverity::warning, "unused variable"});
   for (int i = 1; i <= 40; ++i)
-    result.diagnostics.push_back({"kernels/b.cpp", i, 2, ca::DiagnosticSeverity::error, "error number " + std::to_string(i)});
+    result.diagnostics.push_back(
+        {"kernels/b.cpp", i, 2, ca::DiagnosticSeverity::error, "error number " + std::to_string(i)});
   const std::string text = ca::describe_compile_result(result, 10);
   CHECK(text.rfind("Build failed in 4.20 s with 40 errors and 1 warning.\n", 0) == 0);
   CHECK(text.find("kernels/b.cpp:1:2: error: error number 1\n") != std::string::npos);

@@ -12,8 +12,8 @@
 #include "compile_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::RecordingSandbox;
+using Catch::Matchers::Contains;
 
 namespace {
 
@@ -58,13 +58,12 @@ TEST_CASE("the CUDA starter builds for the detected GPU and its kernel runs", "[
   const ca::CompileResult result = driver.build(workspace.root, scratch / "build");
   INFO(describe(result));
   REQUIRE(result.succeeded);
-  const ca::ProcessResult ran = ca::testing::run_python(
-      scratch / "build",
-      "import torch, cuda_extension\n"
-      "x = torch.randn(1 << 20, device='cuda')\n"
-      "y = cuda_extension.scale(x, 3.0)\n"
-      "torch.cuda.synchronize()\n"
-      "print('max error', (y - 3 * x).abs().max().item())\n");
+  const ca::ProcessResult ran = ca::testing::run_python(scratch / "build",
+                                                        "import torch, cuda_extension\n"
+                                                        "x = torch.randn(1 << 20, device='cuda')\n"
+                                                        "y = cuda_extension.scale(x, 3.0)\n"
+                                                        "torch.cuda.synchronize()\n"
+                                                        "print('max error', (y - 3 * x).abs().max().item())\n");
   INFO(ran.standard_output.text);
   CHECK(ran.succeeded());
   CHECK_THAT(ran.standard_output.text, Contains("max error 0.0"));
@@ -84,39 +83,43 @@ TEST_CASE("the CUDA starter builds for the detected GPU and its kernel runs", "[
 TEST_CASE("cuBLAS and cuDNN link under the default policy, and cuBLAS is refused when the policy forbids it", "[gpu]") {
   if (!gpu_present()) CUDA_AGENT_SKIP("no NVIDIA GPU (nvidia-smi -L lists none)");
   ca::testing::ScratchDirectory scratch("gpu-libraries");
-  ca::testing::write_files(scratch / "candidate", {
-      {"kernels/binding.cpp",
-       "#include <torch/extension.h>\n"
-       "#include <ATen/cuda/CUDAContext.h>\n"
-       "#include <cublas_v2.h>\n"
-       "#include <cudnn.h>\n"
-       "// C = A B for row-major float matrices, through cuBLAS (column-major: C^T = B^T A^T).\n"
-       "torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b) {\n"
-       "  TORCH_CHECK(a.is_cuda() && b.is_cuda() && a.is_contiguous() && b.is_contiguous(), \"contiguous CUDA\");\n"
-       "  const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1)), n = static_cast<int>(b.size(1));\n"
-       "  torch::Tensor c = torch::empty({m, n}, a.options());\n"
-       "  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();\n"
-       "  const float one = 1.f, zero = 0.f;\n"
-       "  TORCH_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b.data_ptr<float>(), n,\n"
-       "                          a.data_ptr<float>(), k, &zero, c.data_ptr<float>(), n) == CUBLAS_STATUS_SUCCESS);\n"
-       "  return c;\n"
-       "}\n"
-       "long cudnn_version() { return static_cast<long>(cudnnGetVersion()); }\n"
-       "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
-       "  m.def(\"gemm\", &gemm);\n"
-       "  m.def(\"cudnn_version\", &cudnn_version);\n"
-       "}\n"},
-  });
+  ca::testing::write_files(
+      scratch / "candidate",
+      {
+          {"kernels/binding.cpp",
+           "#include <torch/extension.h>\n"
+           "#include <ATen/cuda/CUDAContext.h>\n"
+           "#include <cublas_v2.h>\n"
+           "#include <cudnn.h>\n"
+           "// C = A B for row-major float matrices, through cuBLAS (column-major: C^T = B^T A^T).\n"
+           "torch::Tensor gemm(const torch::Tensor& a, const torch::Tensor& b) {\n"
+           "  TORCH_CHECK(a.is_cuda() && b.is_cuda() && a.is_contiguous() && b.is_contiguous(), \"contiguous CUDA\");\n"
+           "  const int m = static_cast<int>(a.size(0)), k = static_cast<int>(a.size(1)), n = "
+           "static_cast<int>(b.size(1));\n"
+           "  torch::Tensor c = torch::empty({m, n}, a.options());\n"
+           "  cublasHandle_t handle = at::cuda::getCurrentCUDABlasHandle();\n"
+           "  const float one = 1.f, zero = 0.f;\n"
+           "  TORCH_CHECK(cublasSgemm(handle, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &one, b.data_ptr<float>(), n,\n"
+           "                          a.data_ptr<float>(), k, &zero, c.data_ptr<float>(), n) == "
+           "CUBLAS_STATUS_SUCCESS);\n"
+           "  return c;\n"
+           "}\n"
+           "long cudnn_version() { return static_cast<long>(cudnnGetVersion()); }\n"
+           "PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {\n"
+           "  m.def(\"gemm\", &gemm);\n"
+           "  m.def(\"cudnn_version\", &cudnn_version);\n"
+           "}\n"},
+      });
   ca::CompileDriver driver(RecordingSandbox{}, gpu_options());
   const ca::CompileResult result = driver.build(scratch / "candidate", scratch / "build");
   INFO(describe(result));
   REQUIRE(result.succeeded);
-  const ca::ProcessResult ran = ca::testing::run_python(
-      scratch / "build",
-      "import torch, cuda_extension\n"
-      "a = torch.randn(64, 32, device='cuda'); b = torch.randn(32, 48, device='cuda')\n"
-      "print('gemm error', (cuda_extension.gemm(a, b) - a @ b).abs().max().item() < 1e-3)\n"
-      "print('cudnn', cuda_extension.cudnn_version() > 0)\n");
+  const ca::ProcessResult ran =
+      ca::testing::run_python(scratch / "build",
+                              "import torch, cuda_extension\n"
+                              "a = torch.randn(64, 32, device='cuda'); b = torch.randn(32, 48, device='cuda')\n"
+                              "print('gemm error', (cuda_extension.gemm(a, b) - a @ b).abs().max().item() < 1e-3)\n"
+                              "print('cudnn', cuda_extension.cudnn_version() > 0)\n");
   INFO(ran.standard_output.text);
   CHECK_THAT(ran.standard_output.text, Contains("gemm error True"));
   CHECK_THAT(ran.standard_output.text, Contains("cudnn True"));
@@ -128,6 +131,7 @@ TEST_CASE("cuBLAS and cuDNN link under the default policy, and cuBLAS is refused
   INFO(describe(refused));
   CHECK_FALSE(refused.succeeded);
   bool named = false;
-  for (const auto& diagnostic : refused.diagnostics) named = named || diagnostic.message.find("cuBLAS") != std::string::npos;
+  for (const auto& diagnostic : refused.diagnostics)
+    named = named || diagnostic.message.find("cuBLAS") != std::string::npos;
   CHECK(named);
 }

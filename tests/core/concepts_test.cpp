@@ -65,9 +65,7 @@ struct UpperTool {
   std::string_view name() const { return "upper"; }
   std::string_view description() const { return "Upper-cases `text`."; }
   nlohmann::json parameters() const {
-    return {{"type", "object"},
-            {"properties", {{"text", {{"type", "string"}}}}},
-            {"required", {"text"}}};
+    return {{"type", "object"}, {"properties", {{"text", {{"type", "string"}}}}}, {"required", {"text"}}};
   }
   ca::ToolResult invoke(const nlohmann::json& arguments, ca::ToolContext&) {
     if (!arguments.contains("text")) return ca::ToolResult::error("missing text");

@@ -36,8 +36,8 @@ TEST_CASE("verification results are read from the harness's JSON", "[evaluation]
   CHECK(silent.rejection->reason == ca::RejectionReason::harness_error);
 
   // Unknown reason codes are not silently mapped to something plausible.
-  const auto unknown =
-      nlohmann::json::parse(R"({"correct":false,"rejection":{"reason":"vibes","message":"m"}})").get<ca::VerificationResult>();
+  const auto unknown = nlohmann::json::parse(R"({"correct":false,"rejection":{"reason":"vibes","message":"m"}})")
+                           .get<ca::VerificationResult>();
   CHECK(unknown.rejection->reason == ca::RejectionReason::harness_error);
   CHECK(unknown.rejection->message.find("unknown reason 'vibes'") != std::string::npos);
 

@@ -203,8 +203,7 @@ TEST_CASE("working directory and stdin data reach the child", "[process]") {
   spec.working_directory = directory;
   spec.stdin_data = "hello from stdin\n";
   const auto result = ca::run_process(spec);
-  CHECK(result.standard_output.text ==
-        std::filesystem::canonical(directory).string() + "\nhello from stdin\n");
+  CHECK(result.standard_output.text == std::filesystem::canonical(directory).string() + "\nhello from stdin\n");
 
   // Megabytes of input while the child also writes: no deadlock either way.
   auto echo = shell("cat");
@@ -288,8 +287,7 @@ TEST_CASE("descriptors do not leak into the child unless asked for", "[process]"
                     "; do if [ -e /proc/self/fd/$fd ]; then echo open $fd; else echo closed $fd; fi; done");
   spec.child.inherited_fds = {kept};
   const auto result = ca::run_process(spec);
-  CHECK(result.standard_output.text ==
-        "open " + std::to_string(kept) + "\nclosed " + std::to_string(leaked) + "\n");
+  CHECK(result.standard_output.text == "open " + std::to_string(kept) + "\nclosed " + std::to_string(leaked) + "\n");
   ::close(kept);
   ::close(leaked);
   std::filesystem::remove_all(directory);

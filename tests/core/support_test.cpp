@@ -81,5 +81,8 @@ TEST_CASE("the Python interpreter comes from the option, then the environment, t
   CHECK(ca::detail::locate_python({}) == std::filesystem::path("/from/environment/python"));  // a path: as it is
   ::setenv("CUDA_AGENT_PYTHON", "no-such-python-interpreter-here", 1);
   CHECK_FALSE(ca::detail::locate_python({}).has_value());  // a bare name that PATH does not have
-  if (saved) ::setenv("CUDA_AGENT_PYTHON", restore.c_str(), 1); else ::unsetenv("CUDA_AGENT_PYTHON");
+  if (saved)
+    ::setenv("CUDA_AGENT_PYTHON", restore.c_str(), 1);
+  else
+    ::unsetenv("CUDA_AGENT_PYTHON");
 }

@@ -3,15 +3,16 @@
 
 #include <cuda_agent/trajectory.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 namespace ca = cuda_agent;
 
 namespace {
 std::filesystem::path fresh_file(const std::string& name) {
-  const auto directory = std::filesystem::temp_directory_path() / ("cuda-agent-trajectory-" + std::to_string(::getpid()));
+  const auto directory =
+      std::filesystem::temp_directory_path() / ("cuda-agent-trajectory-" + std::to_string(::getpid()));
   std::filesystem::create_directories(directory);
   const auto path = directory / name;
   std::filesystem::remove(path);

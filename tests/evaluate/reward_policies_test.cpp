@@ -60,8 +60,7 @@ TEST_CASE("milestone reward matches the paper for every pair of verdicts", "[rew
     for (ca::Verdict compile : all_verdicts) {
       const ca::Reward reward = policy.reward(profiled(eager, compile));
       INFO("eager " << ca::to_string(eager) << ", compile " << ca::to_string(compile) << ": " << reward.explanation);
-      CHECK(reward.value ==
-            paper_reward(true, eager == ca::Verdict::faster, compile == ca::Verdict::faster));
+      CHECK(reward.value == paper_reward(true, eager == ca::Verdict::faster, compile == ca::Verdict::faster));
       CHECK_FALSE(reward.explanation.empty());
     }
   }
@@ -139,8 +138,8 @@ TEST_CASE("speedup reward is the raw ratio against the chosen baseline", "[rewar
   // The verdict does not matter to the raw reward: that is what the ablation ablates.
   CHECK(against_compile.reward(profiled(ca::Verdict::ambiguous, ca::Verdict::ambiguous)).value == Approx(1.2));
 
-  const ca::SpeedupReward against_eager(ca::SpeedupReward::Options{"eager", -1, 1,
-                                                                   std::numeric_limits<double>::infinity()});
+  const ca::SpeedupReward against_eager(
+      ca::SpeedupReward::Options{"eager", -1, 1, std::numeric_limits<double>::infinity()});
   CHECK(against_eager.reward(profiled(ca::Verdict::faster, ca::Verdict::same)).value == Approx(1.5));
 
   const ca::SpeedupReward capped(ca::SpeedupReward::Options{"eager", -2, 0, 1.25});

@@ -62,8 +62,7 @@ std::string broken_kernel(bool forbidden, const std::string& token) {
 
 }  // namespace
 
-TEST_CASE("a forbidden construct is rejected by the static checks before anything is built",
-          "[python][evaluate]") {
+TEST_CASE("a forbidden construct is rejected by the static checks before anything is built", "[python][evaluate]") {
   ca::testing::ScratchDirectory scratch("trusted-prescreen");
   auto commands = std::make_shared<std::vector<std::vector<std::string>>>();
   auto verifier = std::make_shared<ca::HarnessVerifier>(ca::testing::harness_options("cpu"));

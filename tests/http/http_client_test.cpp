@@ -540,7 +540,8 @@ TEST_CASE("Cancellation ends a streaming call and a retry wait promptly", "[llm]
 
 // --- TLS and proxies ----------------------------------------------------------------------------
 
-TEST_CASE("TLS: an unknown CA is fatal with advice, while ca_file, ca_path or no verification connect", "[llm][http][tls]") {
+TEST_CASE("TLS: an unknown CA is fatal with advice, while ca_file, ca_path or no verification connect",
+          "[llm][http][tls]") {
   if (!LoopbackServer::tls_supported()) CUDA_AGENT_SKIP("cpp-httplib was built without OpenSSL: no HTTPS test server");
   const auto directory = llm_fixture("tls");
   LoopbackServer server(LoopbackServer::Tls{directory / "server.crt", directory / "server.key"});

@@ -10,11 +10,11 @@
 #include <cuda_agent/llm/scripted_client.hpp>
 #include <cuda_agent/trajectory.hpp>
 
+#include <unistd.h>
 #include <filesystem>
 #include <fstream>
 #include <stop_token>
 #include <string>
-#include <unistd.h>
 #include <vector>
 
 namespace ca = cuda_agent;

@@ -27,8 +27,8 @@ TEST_CASE("on the GPU, the reference timed against itself is never FASTER or SLO
   ca::HarnessProfiler profiler(options, ca::testing::UnconfinedTestSandbox{});
   ca::testing::ScratchDirectory build("gpu-aa");
   for (int repetition = 0; repetition < 3; ++repetition) {
-    const ca::ProfileResult result =
-        profiler.profile(ca::testing::fixture_task(), ca::Candidate{ca::testing::timing_fixtures() / "honest", build.path()});
+    const ca::ProfileResult result = profiler.profile(
+        ca::testing::fixture_task(), ca::Candidate{ca::testing::timing_fixtures() / "honest", build.path()});
     INFO(nlohmann::json(result).dump(1).substr(0, 4000));
     REQUIRE_FALSE(result.rejection);
     CHECK(result.regime == ca::TimingRegime::cuda_graph);  // a 64 x 256 ReLU is far under 50 µs

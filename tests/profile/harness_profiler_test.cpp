@@ -24,13 +24,16 @@ nlohmann::json sample(double time_us, double clock_mhz = 1980) {
 /// A session of `rounds` rounds in which eager takes `eager` µs, the candidate `candidate`
 /// and (if positive) compile `compile`, with a little deterministic jitter.
 nlohmann::json session(int rounds, double eager, double candidate, double compile) {
-  nlohmann::json result = {{"ok", true}, {"regime", "per_call"}, {"rounds", nlohmann::json::array()},
+  nlohmann::json result = {{"ok", true},
+                           {"regime", "per_call"},
+                           {"rounds", nlohmann::json::array()},
                            {"compile_source", compile > 0 ? "live" : "cache"}};
   for (int round = 0; round < rounds; ++round) {
     const double jitter = 1 + 0.004 * ((round * 7) % 5 - 2);
     nlohmann::json samples = {{"eager", sample(eager * jitter)}, {"candidate", sample(candidate * jitter)}};
     if (compile > 0) samples["compile"] = sample(compile * jitter);
-    result["rounds"].push_back({{"round", round}, {"samples", samples}, {"throttled", false}, {"checked", round == rounds - 1}});
+    result["rounds"].push_back(
+        {{"round", round}, {"samples", samples}, {"throttled", false}, {"checked", round == rounds - 1}});
   }
   return result;
 }
@@ -126,7 +129,8 @@ TEST_CASE("throttled rounds are left out while enough others remain", "[profilin
 TEST_CASE("rejections and harness failures of a session are reported as such", "[profiling]") {
   const nlohmann::json rejected = {
       {"ok", false},
-      {"rejection", {{"reason", "timed_output_mismatch"}, {"message", "round 3 differs"}, {"details", {{"round", 3}}}}}};
+      {"rejection",
+       {{"reason", "timed_output_mismatch"}, {"message", "round 3 differs"}, {"details", {{"round", 3}}}}}};
   const ca::ProfileResult caught = ca::profile_result_from_session(rejected);
   REQUIRE(caught.rejection);
   CHECK(caught.rejection->reason == ca::RejectionReason::timed_output_mismatch);

@@ -2,9 +2,9 @@
 // The Profile tool and the text reports of profiles and rewards.
 #include "catch.hpp"
 
+#include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/profile/detail/temporary_directory.hpp>
 #include <cuda_agent/profile/profile_report.hpp>
-#include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/profile/profile_tool.hpp>
 
 #include <filesystem>

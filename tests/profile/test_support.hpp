@@ -2,8 +2,8 @@
 #pragma once
 // Shared by the profiling tests: an unconfined sandbox double and the CPU fixtures.
 
-#include <cuda_agent/profile/harness_profiler.hpp>
 #include <cuda_agent/process.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
 #include <cuda_agent/sandbox.hpp>
 #include <cuda_agent/task.hpp>
 

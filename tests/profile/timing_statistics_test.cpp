@@ -9,11 +9,11 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <functional>
+#include <map>
 #include <random>
-#include <string>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace ca = cuda_agent;
@@ -141,7 +141,8 @@ TEST_CASE("clear differences are judged FASTER, SLOWER and SAME", "[profiling]")
   const auto baseline = timer.samples(30, 1000, noise);
 
   const auto quicker = timer.samples(30, 800, noise);
-  const ca::SpeedupEstimate faster = ca::estimate_speedup("eager", baseline, quicker, ca::SamplePairing::paired, fast_options());
+  const ca::SpeedupEstimate faster =
+      ca::estimate_speedup("eager", baseline, quicker, ca::SamplePairing::paired, fast_options());
   CHECK(faster.speedup == Approx(1.25).epsilon(0.03));
   CHECK(faster.interval_low <= faster.speedup);
   CHECK(faster.interval_high >= faster.speedup);
@@ -325,7 +326,9 @@ TEST_CASE("few rounds with heavy-tailed disturbances rarely give an A/A verdict"
       a.push_back(disturbed(500));
       b.push_back(disturbed(500));
     }
-    ++verdicts[ca::estimate_speedup("self", a, b, ca::SamplePairing::paired, fast_options(static_cast<std::uint64_t>(trial), 400)).verdict];
+    ++verdicts[ca::estimate_speedup("self", a, b, ca::SamplePairing::paired,
+                                    fast_options(static_cast<std::uint64_t>(trial), 400))
+                   .verdict];
   }
   INFO("FASTER " << verdicts[ca::Verdict::faster] << ", SLOWER " << verdicts[ca::Verdict::slower] << ", SAME "
                  << verdicts[ca::Verdict::same] << ", AMBIGUOUS " << verdicts[ca::Verdict::ambiguous]);
@@ -340,8 +343,8 @@ TEST_CASE("the per-round interval uses the binomial ranks of the median", "[prof
     candidate.push_back(100.0);
   }
   ca::SpeedupOptions options = fast_options();
-  options.resamples = 0;            // the order-statistic interval alone
-  options.minimum_half_width = 0;   // no protocol floor
+  options.resamples = 0;           // the order-statistic interval alone
+  options.minimum_half_width = 0;  // no protocol floor
   const auto estimate = ca::estimate_speedup("eager", baseline, candidate, ca::SamplePairing::paired, options);
   CHECK(estimate.interval_low == Approx(1.11));
   CHECK(estimate.interval_high == Approx(1.18));

@@ -28,10 +28,11 @@ TEST_CASE("commands run confined: own namespaces, no privileges, no nested user 
   ScratchDirectory scratch("bwrap-confined");
   ca::SandboxOptions options = ca::testing::workspace_options(scratch);
   ca::BubblewrapSandbox sandbox(options);
-  const auto result = sandbox.run(shell(
-      "echo \"cwd $(pwd)\"; echo \"host $(cat /proc/sys/kernel/hostname)\"; echo \"pids $(ls -d /proc/[0-9]* | wc -l)\";"
-      "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status;"
-      "unshare -U true 2>/dev/null; echo \"STATUS userns $?\"; ls /dev"));
+  const auto result =
+      sandbox.run(shell("echo \"cwd $(pwd)\"; echo \"host $(cat /proc/sys/kernel/hostname)\"; echo \"pids $(ls -d "
+                        "/proc/[0-9]* | wc -l)\";"
+                        "grep -E '^(CapEff|NoNewPrivs|Seccomp):' /proc/self/status;"
+                        "unshare -U true 2>/dev/null; echo \"STATUS userns $?\"; ls /dev"));
   INFO(result.standard_output.text);
   REQUIRE(result.succeeded());
   CHECK(result.confined);
@@ -178,10 +179,14 @@ TEST_CASE("the seccomp filter refuses risky syscalls and can be switched off", "
   command.argv = {"python3", "-c",
                   "import ctypes, errno\n"
                   "libc = ctypes.CDLL(None, use_errno=True)\n"
-                  "for name, number, args in (('keyctl', " + std::to_string(SYS_keyctl) + ", (0, -3, 0)), "
-                  "('io_uring_setup', " + std::to_string(SYS_io_uring_setup) + ", (0, None))):\n"
-                  "    result = libc.syscall(number, *args)\n"
-                  "    print(name, 'EPERM' if result == -1 and ctypes.get_errno() == errno.EPERM else 'other')\n"};
+                  "for name, number, args in (('keyctl', " +
+                      std::to_string(SYS_keyctl) +
+                      ", (0, -3, 0)), "
+                      "('io_uring_setup', " +
+                      std::to_string(SYS_io_uring_setup) +
+                      ", (0, None))):\n"
+                      "    result = libc.syscall(number, *args)\n"
+                      "    print(name, 'EPERM' if result == -1 and ctypes.get_errno() == errno.EPERM else 'other')\n"};
   ca::BubblewrapSandbox filtered(options);
   CHECK(filtered.run(command).standard_output.text == "keyctl EPERM\nio_uring_setup EPERM\n");
   options.syscall_filter = false;
@@ -320,8 +325,7 @@ TEST_CASE("a workspace reached through a symbolic link keeps its protections", "
   CHECK(ca::testing::read_file(real / "notes.txt") == "mine\n");
 }
 
-TEST_CASE("a host without unprivileged user namespaces gets an explanation, not an unconfined fallback",
-          "[sandbox]") {
+TEST_CASE("a host without unprivileged user namespaces gets an explanation, not an unconfined fallback", "[sandbox]") {
   ScratchDirectory scratch("bwrap-no-userns");
   // Stands in for bubblewrap on a host where user namespaces are disabled: it answers
   // --version, then fails the way bubblewrap 0.8 does there.
@@ -332,8 +336,8 @@ TEST_CASE("a host without unprivileged user namespaces gets an explanation, not 
                           "echo 'bwrap: No permissions to creating new namespace, likely because the kernel does not "
                           "allow non-privileged user namespaces.' >&2\n"
                           "exit 1\n");
-  fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
-                            fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(fake, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec | fs::perms::others_read |
+                            fs::perms::others_exec);
   ::chmod(fake.parent_path().c_str(), 0755);
   ca::SandboxOptions options = ca::testing::workspace_options(scratch);
   options.bubblewrap = fake;

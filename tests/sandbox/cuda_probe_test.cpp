@@ -23,14 +23,17 @@ ca::CommandResult printed(std::string output, int exit_code = 0) {
 }  // namespace
 
 TEST_CASE("the CUDA probe's report becomes a reason", "[sandbox][cuda_probe]") {
-  const auto no_driver =
-      ca::interpret_cuda_probe(printed(R"({"stage": "load", "message": "libcuda.so.1: cannot open"})" "\n"), "python3");
+  const auto no_driver = ca::interpret_cuda_probe(printed(R"({"stage": "load", "message": "libcuda.so.1: cannot open"})"
+                                                          "\n"),
+                                                  "python3");
   CHECK_FALSE(no_driver.usable);
   CHECK(no_driver.stage == "load");
   CHECK_THAT(no_driver.reason, Contains("libcuda.so.1 cannot be loaded"));
 
-  const auto no_device = ca::interpret_cuda_probe(
-      printed(R"({"stage": "cuInit", "code": 100, "name": "CUDA_ERROR_NO_DEVICE"})" "\n"), "python3");
+  const auto no_device =
+      ca::interpret_cuda_probe(printed(R"({"stage": "cuInit", "code": 100, "name": "CUDA_ERROR_NO_DEVICE"})"
+                                       "\n"),
+                               "python3");
   CHECK_FALSE(no_device.usable);
   CHECK(no_device.error_code == 100);
   CHECK(no_device.error_name == "CUDA_ERROR_NO_DEVICE");
@@ -45,8 +48,7 @@ TEST_CASE("the CUDA probe's report becomes a reason", "[sandbox][cuda_probe]") {
   CHECK_THAT(address_space.reason, Contains("RLIMIT_AS"));
 
   const auto working = ca::interpret_cuda_probe(
-      printed(R"({"stage": "ok", "driver": 13000, "devices": [{"name": "NVIDIA H200", "uuid": "GPU-1"}]})"),
-      "python3");
+      printed(R"({"stage": "ok", "driver": 13000, "devices": [{"name": "NVIDIA H200", "uuid": "GPU-1"}]})"), "python3");
   CHECK(working.usable);
   CHECK(working.reason.empty());
   CHECK(working.driver_version == 13000);

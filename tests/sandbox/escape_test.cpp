@@ -174,15 +174,28 @@ TEST_CASE("writes outside the workspace never reach the host", "[sandbox][escape
   const fs::path sibling = scratch.path() / ("outside-" + marker);
   const fs::path host_tmp = fs::path("/tmp") / ("cuda-agent-escape-" + marker);
 
-  const auto result = sandbox.run(shell(
-      "attempt() { name=$1; shift; \"$@\" >/dev/null 2>&1; echo \"STATUS $name $?\"; }\n"
-      "attempt etc sh -c 'echo x > /etc/cuda-agent-" + marker + "'\n"
-      "attempt usr sh -c 'echo x > /usr/local/cuda-agent-" + marker + "'\n"
-      "attempt dev sh -c 'echo x > /dev/cuda-agent-" + marker + "'\n"
-      "attempt var_tmp sh -c 'echo x > /var/tmp/cuda-agent-" + marker + "'\n"
-      "attempt root sh -c 'echo x > /root/cuda-agent-" + marker + "'\n"
-      "attempt sibling sh -c 'echo x > " + sibling.string() + "'\n"
-      "attempt tmp sh -c 'echo x > " + host_tmp.string() + "'\n"));
+  const auto result =
+      sandbox.run(shell("attempt() { name=$1; shift; \"$@\" >/dev/null 2>&1; echo \"STATUS $name $?\"; }\n"
+                        "attempt etc sh -c 'echo x > /etc/cuda-agent-" +
+                        marker +
+                        "'\n"
+                        "attempt usr sh -c 'echo x > /usr/local/cuda-agent-" +
+                        marker +
+                        "'\n"
+                        "attempt dev sh -c 'echo x > /dev/cuda-agent-" +
+                        marker +
+                        "'\n"
+                        "attempt var_tmp sh -c 'echo x > /var/tmp/cuda-agent-" +
+                        marker +
+                        "'\n"
+                        "attempt root sh -c 'echo x > /root/cuda-agent-" +
+                        marker +
+                        "'\n"
+                        "attempt sibling sh -c 'echo x > " +
+                        sibling.string() +
+                        "'\n"
+                        "attempt tmp sh -c 'echo x > " +
+                        host_tmp.string() + "'\n"));
   INFO(result.standard_output.text);
   const auto status = statuses(result.standard_output.text);
   for (const char* read_only : {"etc", "usr", "dev", "var_tmp", "root"}) {
@@ -192,17 +205,16 @@ TEST_CASE("writes outside the workspace never reach the host", "[sandbox][escape
   // /tmp, the workspace's parent included, is the sandbox's own tmpfs: writing there
   // succeeds and vanishes with the sandbox.
   CHECK(status.at("tmp") == 0);
-  for (const fs::path& host_path : {fs::path("/etc/cuda-agent-" + marker), fs::path("/usr/local/cuda-agent-" + marker),
-                                    fs::path("/var/tmp/cuda-agent-" + marker), fs::path("/root/cuda-agent-" + marker),
-                                    sibling, host_tmp}) {
+  for (const fs::path& host_path :
+       {fs::path("/etc/cuda-agent-" + marker), fs::path("/usr/local/cuda-agent-" + marker),
+        fs::path("/var/tmp/cuda-agent-" + marker), fs::path("/root/cuda-agent-" + marker), sibling, host_tmp}) {
     INFO(host_path);
     std::error_code unreadable;  // /root, when this test does not run as root
     CHECK_FALSE(fs::exists(host_path, unreadable));
   }
 }
 
-TEST_CASE("services on the host's loopback and sockets in /run are unreachable without network",
-          "[sandbox][escape]") {
+TEST_CASE("services on the host's loopback and sockets in /run are unreachable without network", "[sandbox][escape]") {
   CUDA_AGENT_REQUIRE_BUBBLEWRAP();
   ScratchDirectory scratch("escape-network");
   ca::SandboxOptions options = ca::testing::workspace_options(scratch);
@@ -310,7 +322,7 @@ TEST_CASE("filling the disk stops at the sandbox's limits", "[sandbox][escape]")
   const auto status = statuses(scratch_space.standard_output.text);
   CHECK(status.at("tmp") != 0);  // No space left on device
   CHECK(status.at("shm") != 0);
-  CHECK(status.at("dev") != 0);  // read-only
+  CHECK(status.at("dev") != 0);                                                          // read-only
   CHECK(scratch_space.standard_output.text.find("No space left") == std::string::npos);  // stderr went to /dev/null
 
   const auto one_big_file = sandbox.run(shell("head -c 64M /dev/zero > big.bin"));
@@ -345,8 +357,8 @@ TEST_CASE("a command that ignores SIGTERM, or sleeps forever, ends at the deadli
   ca::BubblewrapSandbox sandbox(ca::testing::workspace_options(scratch));
   const std::string marker = ca::testing::unique_marker();
 
-  for (const std::string& script : {"trap '' TERM; while true; do sleep 0.05; done; : " + marker,
-                                    "exec sleep " + marker}) {
+  for (const std::string& script :
+       {"trap '' TERM; while true; do sleep 0.05; done; : " + marker, "exec sleep " + marker}) {
     INFO(script);
     const auto result = sandbox.run(shell(script, 400ms));
     CHECK(result.timed_out);
@@ -365,18 +377,21 @@ TEST_CASE("processes that detach with setsid or a double fork do not outlive the
 
   // The command exits as soon as its daemons are running, detached.
   // It waits until the three have exec'd their sleep, so that the listing shows them.
-  const auto detached = sandbox.run(shell(
-      "m=" + marker + "\n"
-      "(setsid sh -c \"exec sleep $m\" &); (sh -c \"exec sleep $m\" &); nohup sh -c \"exec sleep $m\" >/dev/null 2>&1 &\n"
-      "n=0; while [ $n -lt 3 ]; do n=0; sleep 0.01\n"
-      "  for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' 2>/dev/null < $p/cmdline)\" = \"sleep $m \" ] && n=$((n+1)); done\n"
-      "done\n"
-      "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"));
+  const auto detached = sandbox.run(shell("m=" + marker +
+                                          "\n"
+                                          "(setsid sh -c \"exec sleep $m\" &); (sh -c \"exec sleep $m\" &); nohup sh "
+                                          "-c \"exec sleep $m\" >/dev/null 2>&1 &\n"
+                                          "n=0; while [ $n -lt 3 ]; do n=0; sleep 0.01\n"
+                                          "  for p in /proc/[0-9]*; do [ \"$(tr '\\0' ' ' 2>/dev/null < $p/cmdline)\" "
+                                          "= \"sleep $m \" ] && n=$((n+1)); done\n"
+                                          "done\n"
+                                          "for p in /proc/[0-9]*; do tr '\\0' ' ' < $p/cmdline; echo; done"));
   INFO(detached.standard_output.text);
   // The three were running when the command ended ...
   const std::string listing = "\n" + detached.standard_output.text;
   std::size_t running = 0;
-  for (auto at = listing.find("\nsleep " + marker); at != std::string::npos; at = listing.find("\nsleep " + marker, at + 1))
+  for (auto at = listing.find("\nsleep " + marker); at != std::string::npos;
+       at = listing.find("\nsleep " + marker, at + 1))
     ++running;
   CHECK(running == 3);
   CHECK(detached.succeeded());

@@ -162,7 +162,8 @@ std::map<int, std::string> uuids_by_minor() {
     if (uuid.rfind("GPU-", 0) == 0) uuids[minor] = uuid;
   }
   if (uuids.size() < minors_by_bus.size()) {
-    std::istringstream lines(run_nvidia_smi({"--query-gpu=pci.bus_id,uuid", "--format=csv,noheader"}).standard_output.text);
+    std::istringstream lines(
+        run_nvidia_smi({"--query-gpu=pci.bus_id,uuid", "--format=csv,noheader"}).standard_output.text);
     std::string line;
     while (std::getline(lines, line)) {
       const auto comma = line.find(',');
@@ -208,7 +209,11 @@ struct GpuWorkspace {
     options.workspace = scratch.path() / "ws";
     ca::testing::write_file(options.workspace / "kernels.cu", kernels_source);
     ca::ProcessSpec build;
-    build.argv = {find_nvcc()->string(), "-O2", "-arch=native", "-o", (options.workspace / "kernels").string(),
+    build.argv = {find_nvcc()->string(),
+                  "-O2",
+                  "-arch=native",
+                  "-o",
+                  (options.workspace / "kernels").string(),
                   (options.workspace / "kernels.cu").string()};
     build.environment = ca::Environment::from_current({"PATH", "HOME"});
     build.timeout = 180s;

@@ -54,10 +54,14 @@ TEST_CASE("the bubblewrap command line stacks each protection after what it narr
   layout.hostname = "sandbox";
   const auto args = ca::detail::bwrap_arguments(layout, {7, 8, 9}, "/tmp/ws/kernels", {"nvcc", "--version"});
 
-  for (const std::vector<std::string>& expected :
-       {std::vector<std::string>{"--unshare-all"}, {"--unshare-user", "--disable-userns"}, {"--die-with-parent"},
-        {"--new-session"}, {"--cap-drop", "ALL"}, {"--json-status-fd", "7"}, {"--block-fd", "8"},
-        {"--add-seccomp-fd", "9"}})
+  for (const std::vector<std::string>& expected : {std::vector<std::string>{"--unshare-all"},
+                                                   {"--unshare-user", "--disable-userns"},
+                                                   {"--die-with-parent"},
+                                                   {"--new-session"},
+                                                   {"--cap-drop", "ALL"},
+                                                   {"--json-status-fd", "7"},
+                                                   {"--block-fd", "8"},
+                                                   {"--add-seccomp-fd", "9"}})
     CHECK(position(args, expected) >= 0);
   CHECK(position(args, {"--share-net"}) < 0);
 
@@ -77,8 +81,8 @@ TEST_CASE("the bubblewrap command line stacks each protection after what it narr
   const auto cache = position(args, {"--bind-try", "/var/cache/x", "/tmp/ws/.cache"});
   const auto home_read_only = position(args, {"--remount-ro", "/home"});
   const auto chdir = position(args, {"--chdir", "/tmp/ws/kernels", "--", "nvcc", "--version"});
-  for (const auto index : {root, dev, shm, gpu, uvm_tools, dev_read_only, tmp, home, secret, workspace, anchor,
-                           harness, venv, cache, home_read_only, chdir})
+  for (const auto index : {root, dev, shm, gpu, uvm_tools, dev_read_only, tmp, home, secret, workspace, anchor, harness,
+                           venv, cache, home_read_only, chdir})
     CHECK(index >= 0);
   CHECK(root < dev);
   CHECK(dev < shm);
@@ -139,9 +143,9 @@ TEST_CASE("bubblewrap's failures are explained", "[sandbox][internals]") {
              Contains("could not create a user namespace") && Contains("kernel.unprivileged_userns_clone"));
   CHECK_THAT(ca::detail::explain_bwrap_failure("bwrap: setting up uid map: Permission denied\n", nobody),
              Contains("apparmor_restrict_unprivileged_userns"));
-  CHECK_THAT(ca::detail::explain_bwrap_failure(
-                 "bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n", nobody),
-             Contains("systempaths=unconfined"));
+  CHECK_THAT(
+      ca::detail::explain_bwrap_failure("bwrap: Can't mount proc on /newroot/proc: Operation not permitted\n", nobody),
+      Contains("systempaths=unconfined"));
   CHECK_THAT(ca::detail::explain_bwrap_failure("bwrap: Creating new namespace failed: Resource temporarily unavailable",
                                                nobody),
              Contains("user namespace"));
@@ -242,7 +246,8 @@ TEST_CASE("cgroup v2 locations are read from mountinfo and /proc/self/cgroup", "
 
   ca::SandboxOptions options;
   options.cgroup_parent = scratch.path();
-  CHECK_THROWS_WITH(ca::detail::discover_cgroup_parent(options.cgroup_parent), Contains("not a directory of a cgroup v2"));
+  CHECK_THROWS_WITH(ca::detail::discover_cgroup_parent(options.cgroup_parent),
+                    Contains("not a directory of a cgroup v2"));
 }
 
 TEST_CASE("a cgroup leaf holds a command's whole tree and kills it", "[sandbox][internals]") {

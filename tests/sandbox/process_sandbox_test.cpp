@@ -28,8 +28,7 @@ TEST_CASE("ProcessSandbox runs in the workspace as the sandbox identity and says
   CHECK_FALSE(result.confined);
   CHECK(result.sandbox == "process");
   const auto identity = ca::sandbox_identity(options);
-  CHECK(result.standard_output.text ==
-        options.workspace.string() + "\n" + std::to_string(identity.uid) + "\n/tmp\n");
+  CHECK(result.standard_output.text == options.workspace.string() + "\n" + std::to_string(identity.uid) + "\n/tmp\n");
   CHECK(fs::exists(options.workspace / "written.txt"));
   CHECK(nlohmann::json(result)["confined"] == false);
 }
@@ -79,8 +78,8 @@ TEST_CASE("ProcessSandbox reports honestly whether detached processes are killed
   ca::ProcessSandbox sandbox(ca::testing::workspace_options(scratch));
   const std::string marker = ca::testing::unique_marker();
   // Exits once the detached process has left the session (the group kill cannot reach it).
-  const auto result = sandbox.run(shell("(setsid sh -c 'touch ready; exec sleep " + marker +
-                                        "' &); while [ ! -e ready ]; do sleep 0.01; done"));
+  const auto result = sandbox.run(
+      shell("(setsid sh -c 'touch ready; exec sleep " + marker + "' &); while [ ! -e ready ]; do sleep 0.01; done"));
   CHECK(result.succeeded());
   const ca::LimitStatus* wall = ca::testing::find_status(result, ca::LimitKind::wall_time);
   REQUIRE(wall != nullptr);

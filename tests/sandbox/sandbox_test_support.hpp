@@ -57,13 +57,9 @@ inline std::string read_file(const std::filesystem::path& path) {
   return {std::istreambuf_iterator<char>(input), std::istreambuf_iterator<char>()};
 }
 
-inline bool bubblewrap_installed() {
-  return find_program("bwrap", Environment::from_current({"PATH"})).has_value();
-}
+inline bool bubblewrap_installed() { return find_program("bwrap", Environment::from_current({"PATH"})).has_value(); }
 
-inline bool python_installed() {
-  return find_program("python3", Environment::from_current({"PATH"})).has_value();
-}
+inline bool python_installed() { return find_program("python3", Environment::from_current({"PATH"})).has_value(); }
 
 inline bool running_as_root() { return ::geteuid() == 0; }
 
@@ -152,8 +148,8 @@ inline const LimitStatus* find_status(const CommandResult& result, LimitKind kin
 }  // namespace cuda_agent::testing
 
 /// Leaves the test as skipped where bubblewrap is not installed.
-#define CUDA_AGENT_REQUIRE_BUBBLEWRAP()                                                     \
-  do {                                                                                      \
-    if (!::cuda_agent::testing::bubblewrap_installed())                                     \
-      CUDA_AGENT_SKIP("bubblewrap (bwrap) is not installed; apt-get install bubblewrap");   \
+#define CUDA_AGENT_REQUIRE_BUBBLEWRAP()                                                   \
+  do {                                                                                    \
+    if (!::cuda_agent::testing::bubblewrap_installed())                                   \
+      CUDA_AGENT_SKIP("bubblewrap (bwrap) is not installed; apt-get install bubblewrap"); \
   } while (false)

@@ -76,7 +76,8 @@ TEST_CASE("module-level size constants and Model's signature are read without ru
   const ca::Task transposed = ca::load_kernelbench_task(kernelbench / "level1" / "16_Matmul_with_transposed_A.py");
   CHECK(transposed.metadata["constants"]["N"] == 4096);
   CHECK(transposed.metadata["constant_expressions"]["N"] == "2048 * 2");
-  const ca::Task fused = ca::load_kernelbench_task(kernelbench / "level2" / "13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling.py");
+  const ca::Task fused =
+      ca::load_kernelbench_task(kernelbench / "level2" / "13_ConvTranspose3d_Mean_Add_Softmax_Tanh_Scaling.py");
   CHECK(fused.metadata["constants"]["depth"] == 32);
   CHECK(fused.metadata["constants"]["height"] == 128);
   CHECK(fused.metadata["constants"]["width"] == 128);
@@ -130,11 +131,14 @@ TEST_CASE("the source analysis is not fooled by strings, comments and nesting", 
 
 TEST_CASE("a task file that breaks the contract is refused, naming the file and what is missing", "[tasks]") {
   ca::testing::ScratchDirectory scratch("bad-task");
-  ca::testing::write_files(scratch.path(), {{"level9/3_Broken.py", "import torch\nclass Model:\n    pass\ndef get_inputs():\n    return []\n"}});
+  ca::testing::write_files(
+      scratch.path(),
+      {{"level9/3_Broken.py", "import torch\nclass Model:\n    pass\ndef get_inputs():\n    return []\n"}});
   const std::string message = load_error([&] { (void)ca::load_kernelbench_task(scratch / "level9/3_Broken.py"); });
   CHECK_THAT(message, Contains("level9/3_Broken.py"));
   CHECK_THAT(message, Contains(": no def get_init_inputs() at module level"));
-  CHECK_THAT(load_error([&] { (void)ca::load_kernelbench_task(scratch / "missing.py"); }), Contains("missing.py: no such file"));
+  CHECK_THAT(load_error([&] { (void)ca::load_kernelbench_task(scratch / "missing.py"); }),
+             Contains("missing.py: no such file"));
   CHECK_THAT(load_error([&] { (void)ca::load_task(scratch / "rows.jsonl"); }), Contains("load_ops6k_tasks"));
 }
 
@@ -142,13 +146,13 @@ TEST_CASE("a CUDA-Agent style workspace directory loads with its candidate files
   ca::testing::ScratchDirectory scratch("workspace-task");
   const std::filesystem::path directory = scratch / "relu workspace";
   ca::testing::write_files(directory, {
-      {"model.py", ca::detail::read_file(kernelbench / "level1" / "19_ReLU.py")},
-      {"model_new.py", "import cuda_extension\nclass ModelNew: pass\n"},
-      {"kernels/relu.cu", "__global__ void relu() {}\n"},
-      {"kernels/binding.cpp", "// binding\n"},
-      {"kernels/notes.txt", "not a source\n"},
-      {"utils/verification.py", "# harness, not candidate\n"},
-  });
+                                          {"model.py", ca::detail::read_file(kernelbench / "level1" / "19_ReLU.py")},
+                                          {"model_new.py", "import cuda_extension\nclass ModelNew: pass\n"},
+                                          {"kernels/relu.cu", "__global__ void relu() {}\n"},
+                                          {"kernels/binding.cpp", "// binding\n"},
+                                          {"kernels/notes.txt", "not a source\n"},
+                                          {"utils/verification.py", "# harness, not candidate\n"},
+                                      });
   std::filesystem::create_symlink("/etc/passwd", directory / "kernels" / "passwd.h");
 
   const ca::Task task = ca::load_task(directory);
@@ -171,9 +175,17 @@ TEST_CASE("CUDA-Agent-Ops-6K rows load, whatever form their op list takes", "[ta
   const std::filesystem::path file = scratch / "ops.jsonl";
   {
     std::ofstream out(file);
-    out << nlohmann::json{{"ops", nlohmann::json::array({"torch.nn.Conv2d", "torch.relu"})}, {"data_source", "torch#2"}, {"code", code}}.dump() << "\n";
+    out << nlohmann::json{{"ops", nlohmann::json::array({"torch.nn.Conv2d", "torch.relu"})},
+                          {"data_source", "torch#2"},
+                          {"code", code}}
+               .dump()
+        << "\n";
     out << "\n";
-    out << nlohmann::json{{"ops", "['torch.nn.functional.gelu', 'torch.sum']"}, {"data_source", "transformers#2"}, {"code", code}}.dump() << "\n";
+    out << nlohmann::json{{"ops", "['torch.nn.functional.gelu', 'torch.sum']"},
+                          {"data_source", "transformers#2"},
+                          {"code", code}}
+               .dump()
+        << "\n";
     out << nlohmann::json{{"ops", "matmul, softmax"}, {"data_source", "torch"}, {"code", code}}.dump() << "\n";
   }
   const std::vector<ca::Task> tasks = ca::load_ops6k_tasks(file);
@@ -190,21 +202,24 @@ TEST_CASE("CUDA-Agent-Ops-6K rows load, whatever form their op list takes", "[ta
   CHECK_FALSE(tasks[2].metadata.contains("op_count"));
   CHECK(tasks[0].content_hash() == tasks[1].content_hash());  // same code, same identity
 
-  const ca::Task single = ca::load_ops6k_row(nlohmann::json{{"ops", "[]"}, {"data_source", "torch#1"}, {"code", code}}, "row");
+  const ca::Task single =
+      ca::load_ops6k_row(nlohmann::json{{"ops", "[]"}, {"data_source", "torch#1"}, {"code", code}}, "row");
   CHECK(single.name == "ops6k/ops_" + single.content_hash().substr(0, 8));
 
   {
     std::ofstream out(file, std::ios::app);
     out << nlohmann::json{{"ops", "[]"}, {"data_source", "torch#1"}}.dump() << "\n";
   }
-  CHECK_THAT(load_error([&] { (void)ca::load_ops6k_tasks(file); }), Contains("ops.jsonl:5: the row has no \"code\" field"));
+  CHECK_THAT(load_error([&] { (void)ca::load_ops6k_tasks(file); }),
+             Contains("ops.jsonl:5: the row has no \"code\" field"));
   {
     std::ofstream out(file, std::ios::trunc);
     out << "{not json\n";
   }
   CHECK_THAT(load_error([&] { (void)ca::load_ops6k_tasks(file); }), Contains("ops.jsonl:1: not valid JSON"));
   CHECK_THAT(load_error([&] {
-               (void)ca::load_ops6k_row(nlohmann::json{{"ops", "[]"}, {"data_source", "x"}, {"code", "x = 1\n"}}, "rows.jsonl:3");
+               (void)ca::load_ops6k_row(nlohmann::json{{"ops", "[]"}, {"data_source", "x"}, {"code", "x = 1\n"}},
+                                        "rows.jsonl:3");
              }),
              Contains("rows.jsonl:3 (field \"code\"): no class Model, def get_inputs(), def get_init_inputs()"));
 }

@@ -23,8 +23,8 @@ const std::filesystem::path kernelbench = std::filesystem::path(CUDA_AGENT_TEST_
 
 bool writable_by_anyone(const std::filesystem::path& path) {
   using std::filesystem::perms;
-  return (std::filesystem::status(path).permissions() & (perms::owner_write | perms::group_write | perms::others_write)) !=
-         perms::none;
+  return (std::filesystem::status(path).permissions() &
+          (perms::owner_write | perms::group_write | perms::others_write)) != perms::none;
 }
 
 std::string workspace_error(const std::function<void()>& create) {
@@ -108,7 +108,8 @@ TEST_CASE("a host can replace SKILL.md and add read-only files, but not over the
   const ca::Workspace workspace = ca::materialize_workspace(task, scratch / "ws", options);
   CHECK(ca::detail::read_file(workspace.root / "SKILL.md") == "# level1/19_ReLU on cpu\nCPU only {{unknown}}\n");
 
-  CHECK_THAT(workspace_error([&] { (void)ca::materialize_workspace(task, scratch / "ws", options); }), Contains("not empty"));
+  CHECK_THAT(workspace_error([&] { (void)ca::materialize_workspace(task, scratch / "ws", options); }),
+             Contains("not empty"));
   options.read_only_files = {{"../outside.py", ""}};
   CHECK_THAT(workspace_error([&] { (void)ca::materialize_workspace(task, scratch / "ws2", options); }),
              Contains("outside the workspace"));

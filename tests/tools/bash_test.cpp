@@ -23,8 +23,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 // Short names: they become part of the test names.
 using ProcessSandbox = ca::ProcessSandbox;
@@ -61,12 +61,12 @@ struct BashFixture {
 }  // namespace
 
 /// Leaves the test as skipped where bubblewrap cannot start; ProcessSandbox must always work.
-#define REQUIRE_SANDBOX(f)                                                               \
-  do {                                                                                   \
-    if (!(f).bash) {                                                                     \
+#define REQUIRE_SANDBOX(f)                                                                \
+  do {                                                                                    \
+    if (!(f).bash) {                                                                      \
       if (!(f).confined) FAIL("ProcessSandbox could not be set up: " << (f).unavailable); \
-      CUDA_AGENT_SKIP("bubblewrap cannot run here: " + (f).unavailable);                 \
-    }                                                                                    \
+      CUDA_AGENT_SKIP("bubblewrap cannot run here: " + (f).unavailable);                  \
+    }                                                                                     \
   } while (false)
 
 namespace {
@@ -79,7 +79,8 @@ long max_rss_kib() {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("Bash returns the command's output and exit status", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash returns the command's output and exit status", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   const ca::ToolResult hello = f.shell("echo hello");
@@ -117,7 +118,8 @@ TEMPLATE_TEST_CASE("Bash reports syntax errors as failures", "[tools][bash]", Pr
   CHECK_THAT(broken.content, Contains("syntax error") && Contains("Exit code 2"));
 }
 
-TEMPLATE_TEST_CASE("Bash stops commands at their timeout and says so", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash stops commands at their timeout and says so", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   const auto started = std::chrono::steady_clock::now();
@@ -159,13 +161,15 @@ TEST_CASE("Bash passes the default and the requested timeout to the sandbox", "[
   CHECK(sandbox.commands.size() == 2);
 }
 
-TEMPLATE_TEST_CASE("Bash disables pagers and progress bars through the environment", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash disables pagers and progress bars through the environment", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   CHECK(f.shell("echo $PAGER $GIT_PAGER $TQDM_DISABLE $PIP_PROGRESS_BAR").content == "cat cat 1 off");
 }
 
-TEMPLATE_TEST_CASE("Bash cuts long output in the middle and states how much", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash cuts long output in the middle and states how much", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   const ca::ToolResult result = f.shell("seq 1 100000");
@@ -173,13 +177,15 @@ TEMPLATE_TEST_CASE("Bash cuts long output in the middle and states how much", "[
   CHECK(result.content.size() < 31'000);
   CHECK(result.content.starts_with("1\n2\n3\n"));
   CHECK(result.content.ends_with("99999\n100000"));
-  CHECK_THAT(result.content, Contains("bytes omitted from the middle of 575.1 KB of output; redirect the output to a file "
-                                      "and inspect it with head, tail or grep"));
+  CHECK_THAT(result.content,
+             Contains("bytes omitted from the middle of 575.1 KB of output; redirect the output to a file "
+                      "and inspect it with head, tail or grep"));
   CHECK(result.metadata["output_bytes"] == 588'895);
   CHECK(result.metadata["omitted_bytes"].get<std::uint64_t>() > 550'000);
 }
 
-TEMPLATE_TEST_CASE("Bash output stays capped for gigabytes of output, without growing memory", "[tools][bash][slow]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash output stays capped for gigabytes of output, without growing memory", "[tools][bash][slow]",
+                   ProcessSandbox, BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   const long before = max_rss_kib();
@@ -199,7 +205,8 @@ TEMPLATE_TEST_CASE("Bash output stays capped for gigabytes of output, without gr
   CHECK(grown_kib < 64 * 1024);
 }
 
-TEMPLATE_TEST_CASE("Bash strips terminal control sequences and repairs invalid UTF-8", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash strips terminal control sequences and repairs invalid UTF-8", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   CHECK(f.shell("printf '\\033[31mred\\033[0m\\n'").content == "red");
@@ -207,7 +214,8 @@ TEMPLATE_TEST_CASE("Bash strips terminal control sequences and repairs invalid U
   CHECK(f.shell("printf 'bad \\377 byte'").content == "bad \xEF\xBF\xBD byte");
 }
 
-TEMPLATE_TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash keeps the working directory between calls", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   std::filesystem::create_directories(f.tree.workspace() / "kernels/sub");
@@ -243,7 +251,8 @@ TEST_CASE("Bash accepts a workspace given as a relative path", "[tools][bash]") 
   CHECK(result.content == tree.workspace().string());
 }
 
-TEMPLATE_TEST_CASE("Bash resets a working directory outside the workspace, or one that vanished", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash resets a working directory outside the workspace, or one that vanished", "[tools][bash]",
+                   ProcessSandbox, BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   const ca::ToolResult outside = f.shell("cd / && echo moved");
@@ -256,12 +265,15 @@ TEMPLATE_TEST_CASE("Bash resets a working directory outside the workspace, or on
   REQUIRE_FALSE(f.shell("cd tmp").is_error);
   std::filesystem::remove_all(f.tree.workspace() / "tmp");
   const ca::ToolResult vanished = f.shell("pwd");
-  CHECK_THAT(vanished.content, Contains("Note: the working directory " + f.tree.path("tmp") + " no longer exists; "
-                                        "running in " + f.tree.workspace().string()));
+  CHECK_THAT(vanished.content, Contains("Note: the working directory " + f.tree.path("tmp") +
+                                        " no longer exists; "
+                                        "running in " +
+                                        f.tree.workspace().string()));
   CHECK(f.context.working_directory() == f.tree.workspace());
 }
 
-TEMPLATE_TEST_CASE("Bash stops a command when the episode is cancelled", "[tools][bash]", ProcessSandbox, BubblewrapSandbox) {
+TEMPLATE_TEST_CASE("Bash stops a command when the episode is cancelled", "[tools][bash]", ProcessSandbox,
+                   BubblewrapSandbox) {
   BashFixture<TestType> f;
   REQUIRE_SANDBOX(f);
   std::stop_source stop;
@@ -311,7 +323,8 @@ TEST_CASE("Bash turns sandbox failures into error results", "[tools][bash]") {
   sandbox.fail_with.reset();
   sandbox.answer.exit_code = 1;
   sandbox.answer.limits_hit = {ca::LimitKind::memory};
-  CHECK_THAT(call(bash, context, R"({"command": "ls"})").content, Contains("Exit code 1 (it exceeded the memory limit)"));
+  CHECK_THAT(call(bash, context, R"({"command": "ls"})").content,
+             Contains("Exit code 1 (it exceeded the memory limit)"));
   sandbox.answer.limits_hit = {ca::LimitKind::wall_time, ca::LimitKind::cpu_time, ca::LimitKind::file_size,
                                ca::LimitKind::open_files, ca::LimitKind::processes};
   CHECK_THAT(call(bash, context, R"({"command": "ls"})").content,

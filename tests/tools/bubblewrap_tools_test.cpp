@@ -81,18 +81,19 @@ TEST_CASE("files written by the tools stay writable in the sandbox, and the othe
   ca::ToolContext context(w.tree.workspace(), {"model.py"});
 
   // Created by the host process (root in CI), then changed by the sandbox user.
-  REQUIRE_FALSE(invoke(tools, context, "Write", {{"file_path", "kernels/new/mul.cu"}, {"content", "// mul\n"}}).is_error);
-  const ca::ToolResult append =
-      invoke(tools, context, "Bash", {{"command", "echo '// more' >> kernels/new/mul.cu && touch kernels/new/other.cu"}});
+  REQUIRE_FALSE(
+      invoke(tools, context, "Write", {{"file_path", "kernels/new/mul.cu"}, {"content", "// mul\n"}}).is_error);
+  const ca::ToolResult append = invoke(
+      tools, context, "Bash", {{"command", "echo '// more' >> kernels/new/mul.cu && touch kernels/new/other.cu"}});
   CHECK_FALSE(append.is_error);
   CHECK(w.tree.read("kernels/new/mul.cu") == "// mul\n// more\n");
 
   // Created in the sandbox, then edited by the tools: the owner stays the sandbox user.
   REQUIRE_FALSE(invoke(tools, context, "Bash", {{"command", "printf 'a = 1\\n' > kernels/gen.py"}}).is_error);
   REQUIRE_FALSE(invoke(tools, context, "Read", {{"file_path", "kernels/gen.py"}}).is_error);
-  REQUIRE_FALSE(
-      invoke(tools, context, "Edit", {{"file_path", "kernels/gen.py"}, {"old_string", "a = 1"}, {"new_string", "a = 2"}})
-          .is_error);
+  REQUIRE_FALSE(invoke(tools, context, "Edit",
+                       {{"file_path", "kernels/gen.py"}, {"old_string", "a = 1"}, {"new_string", "a = 2"}})
+                    .is_error);
   struct stat status {};
   REQUIRE(::stat(w.tree.path("kernels/gen.py").c_str(), &status) == 0);
   struct stat workspace_status {};

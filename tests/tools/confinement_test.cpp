@@ -22,8 +22,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
@@ -101,9 +101,9 @@ TEST_CASE("paths outside the workspace are refused by every file tool", "[tools]
   for (const ca::PathResolution resolution : resolutions(f.tree.workspace())) {
     INFO("resolution: " << name_of(resolution));
     FileTools tools(resolution);
-    for (const std::string& path : {std::string("../outside/secret.txt"), std::string("kernels/../../outside/secret.txt"),
-                                    outside_secret, std::string("/etc/passwd"), std::string(".."),
-                                    f.tree.workspace().string() + "/../outside/secret.txt"}) {
+    for (const std::string& path :
+         {std::string("../outside/secret.txt"), std::string("kernels/../../outside/secret.txt"), outside_secret,
+          std::string("/etc/passwd"), std::string(".."), f.tree.workspace().string() + "/../outside/secret.txt"}) {
       INFO("path: " << path);
       const ca::ToolResult read = call(tools.read, f.context, json{{"file_path", path}});
       CHECK(read.is_error);
@@ -112,7 +112,8 @@ TEST_CASE("paths outside the workspace are refused by every file tool", "[tools]
       CHECK(call(tools.write, f.context, json{{"file_path", path}, {"content", "x"}}).is_error);
       CHECK(call(tools.edit, f.context, json{{"file_path", path}, {"old_string", ""}, {"new_string", "x"}}).is_error);
       CHECK(call(tools.multi_edit, f.context,
-                 json{{"file_path", path}, {"edits", {{{"old_string", ""}, {"new_string", "x"}}}}}).is_error);
+                 json{{"file_path", path}, {"edits", {{{"old_string", ""}, {"new_string", "x"}}}}})
+                .is_error);
       CHECK(call(tools.grep, f.context, json{{"pattern", "SECRET"}, {"path", path}}).is_error);
     }
     CHECK(call(tools.glob, f.context, json{{"pattern", "*"}, {"path", "../outside"}}).is_error);
@@ -140,13 +141,16 @@ TEST_CASE("symbolic links cannot lead out of the workspace", "[tools][confinemen
     // Writing through a link to a directory outside creates nothing there.
     CHECK(call(tools.write, f.context, R"({"file_path": "link_out/new.txt", "content": "x"})").is_error);
     CHECK(call(tools.write, f.context, R"({"file_path": "abs_link/sub/new.txt", "content": "x"})").is_error);
-    CHECK(call(tools.edit, f.context, R"({"file_path": "link_out/new.txt", "old_string": "", "new_string": "x"})").is_error);
+    CHECK(call(tools.edit, f.context, R"({"file_path": "link_out/new.txt", "old_string": "", "new_string": "x"})")
+              .is_error);
     // A link to a file outside is never written through.
     CHECK_THAT(call(tools.write, f.context, R"({"file_path": "file_link", "content": "x"})").content,
                Contains("is a symbolic link"));
-    CHECK(call(tools.edit, f.context, R"({"file_path": "file_link", "old_string": "TOP", "new_string": "x"})").is_error);
+    CHECK(
+        call(tools.edit, f.context, R"({"file_path": "file_link", "old_string": "TOP", "new_string": "x"})").is_error);
     CHECK(call(tools.multi_edit, f.context,
-               R"({"file_path": "file_link", "edits": [{"old_string": "TOP", "new_string": "x"}]})").is_error);
+               R"({"file_path": "file_link", "edits": [{"old_string": "TOP", "new_string": "x"}]})")
+              .is_error);
 
     // Directory walks do not follow links.
     const ca::ToolResult grep = call(tools.grep, f.context, R"({"pattern": "SECRET", "output_mode": "content"})");
@@ -186,21 +190,23 @@ TEST_CASE("protected paths refuse writes however they are reached", "[tools][con
   for (const ca::PathResolution resolution : resolutions(f.tree.workspace())) {
     INFO("resolution: " << name_of(resolution));
     FileTools tools(resolution);
-    for (const std::string& path : {std::string("model.py"), std::string("./model.py"), std::string("kernels/../model.py"),
-                                   f.tree.path("model.py"), std::string("alias/model.py"),
-                                   std::string("alias/alias/SKILL.md"), std::string("kernels/model_copy.py"),
-                                   std::string("harness/check.py"), std::string("harness/new.py"),
-                                   std::string("harness_link/check.py"), std::string("harness_link/new.py"),
-                                   std::string("harness_link/deep/new.py"), std::string("alias/harness/new.py")}) {
+    for (const std::string& path :
+         {std::string("model.py"), std::string("./model.py"), std::string("kernels/../model.py"),
+          f.tree.path("model.py"), std::string("alias/model.py"), std::string("alias/alias/SKILL.md"),
+          std::string("kernels/model_copy.py"), std::string("harness/check.py"), std::string("harness/new.py"),
+          std::string("harness_link/check.py"), std::string("harness_link/new.py"),
+          std::string("harness_link/deep/new.py"), std::string("alias/harness/new.py")}) {
       INFO("path: " << path);
       const ca::ToolResult write = call(tools.write, f.context, json{{"file_path", path}, {"content", "pwned"}});
       CHECK(write.is_error);
       CHECK_THAT(write.content, Contains("is protected"));
-      CHECK_THAT(call(tools.edit, f.context, json{{"file_path", path}, {"old_string", "class"}, {"new_string", "x"}}).content,
-                 Contains("protected") || Contains("does not exist"));
+      CHECK_THAT(
+          call(tools.edit, f.context, json{{"file_path", path}, {"old_string", "class"}, {"new_string", "x"}}).content,
+          Contains("protected") || Contains("does not exist"));
       CHECK(call(tools.edit, f.context, json{{"file_path", path}, {"old_string", ""}, {"new_string", "x"}}).is_error);
       CHECK(call(tools.multi_edit, f.context,
-                 json{{"file_path", path}, {"edits", {{{"old_string", "class"}, {"new_string", "x"}}}}}).is_error);
+                 json{{"file_path", path}, {"edits", {{{"old_string", "class"}, {"new_string", "x"}}}}})
+                .is_error);
     }
     CHECK(f.tree.read("model.py") == "class Model: pass\n");
     CHECK(f.tree.read("SKILL.md") == "skill\n");
@@ -223,14 +229,16 @@ TEST_CASE("very long names and paths are refused with a clear message", "[tools]
     CHECK_THAT(call(tools.write, f.context, json{{"file_path", long_name}, {"content", "x"}}).content,
                Contains("is too long: each file name is limited to 255 bytes"));
     CHECK_THAT(call(tools.read, f.context, json{{"file_path", long_name}}).content, Contains("too long"));
-    CHECK_THAT(call(tools.write, f.context, json{{"file_path", std::string(300, 'd') + "/x.cu"}, {"content", "x"}}).content,
-               Contains("too long"));
+    CHECK_THAT(
+        call(tools.write, f.context, json{{"file_path", std::string(300, 'd') + "/x.cu"}, {"content", "x"}}).content,
+        Contains("too long"));
     std::string long_path;
     for (int i = 0; i < 60; ++i) long_path += std::string(80, 'p') + "/";
     CHECK_THAT(call(tools.write, f.context, json{{"file_path", long_path + "x.cu"}, {"content", "x"}}).content,
                Contains("too long"));
-    CHECK_THAT(call(tools.read, f.context, json{{"file_path", std::string("kernels/add.cu\0/../../outside", 30)}}).content,
-               Contains("contains a NUL character"));
+    CHECK_THAT(
+        call(tools.read, f.context, json{{"file_path", std::string("kernels/add.cu\0/../../outside", 30)}}).content,
+        Contains("contains a NUL character"));
     // Deep but legal paths work.
     std::string deep;
     for (int i = 0; i < 30; ++i) deep += std::string(100, 'q') + "/";
@@ -239,7 +247,8 @@ TEST_CASE("very long names and paths are refused with a clear message", "[tools]
   CHECK(f.tree.outside_entries() == std::vector<std::string>{"secret.txt"});
 }
 
-TEST_CASE("a directory swapped for a link to outside during tool calls never lets them out", "[tools][confinement][slow]") {
+TEST_CASE("a directory swapped for a link to outside during tool calls never lets them out",
+          "[tools][confinement][slow]") {
   TraversalFixture f;
   f.tree.write("swap/f.txt", "inside\n");
   f.tree.write_outside("f.txt", "SECRET-F\n");
@@ -254,8 +263,10 @@ TEST_CASE("a directory swapped for a link to outside during tool calls never let
       while (!stop) {
         std::filesystem::rename(ws / "swap", ws / "swap_real", ignored);
         // Relative on odd rounds, absolute on even ones: both must be refused.
-        if (swaps % 2 == 1) std::filesystem::create_directory_symlink("../outside", ws / "swap", ignored);
-        else std::filesystem::create_directory_symlink(f.tree.outside(), ws / "swap", ignored);
+        if (swaps % 2 == 1)
+          std::filesystem::create_directory_symlink("../outside", ws / "swap", ignored);
+        else
+          std::filesystem::create_directory_symlink(f.tree.outside(), ws / "swap", ignored);
         std::this_thread::yield();
         std::filesystem::remove(ws / "swap", ignored);
         std::filesystem::rename(ws / "swap_real", ws / "swap", ignored);
@@ -271,9 +282,11 @@ TEST_CASE("a directory swapped for a link to outside during tool calls never let
           call(tools.grep, f.context, R"({"pattern": "SECRET", "path": "swap", "output_mode": "content"})"),
           call(tools.grep, f.context, R"({"pattern": "SECRET", "output_mode": "content"})"),
           call(tools.glob, f.context, R"({"pattern": "**/*", "path": "swap"})"),
-          call(tools.write, f.context, json{{"file_path", "swap/new" + std::to_string(calls) + ".txt"}, {"content", "x"}}),
+          call(tools.write, f.context,
+               json{{"file_path", "swap/new" + std::to_string(calls) + ".txt"}, {"content", "x"}}),
           call(tools.read, f.context, R"({"file_path": "swap/f.txt"})"),
-          call(tools.edit, f.context, R"({"file_path": "swap/f.txt", "old_string": "inside", "new_string": "inside!"})"),
+          call(tools.edit, f.context,
+               R"({"file_path": "swap/f.txt", "old_string": "inside", "new_string": "inside!"})"),
           call(tools.edit, f.context,
                json{{"file_path", "swap/g" + std::to_string(calls) + ".txt"}, {"old_string", ""}, {"new_string", "y"}}),
       };
@@ -328,7 +341,7 @@ TEST_CASE("a workspace protected as a whole refuses every write", "[tools][confi
   const ca::ToolResult refused = call(write, context, R"({"file_path": "k.cu", "content": "int b;\n"})");
   CHECK(refused.is_error);
   CHECK_THAT(refused.content, Contains(tree.path("k.cu") + " is protected (the whole workspace is read-only): it is "
-                                       "read-only for this task."));
+                                                           "read-only for this task."));
   CHECK_THAT(call(write, context, R"({"file_path": "new.cu", "content": "x"})").content,
              Contains("(the whole workspace is read-only)"));
   CHECK(tree.read("k.cu") == "int a;\n");

@@ -13,8 +13,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
@@ -47,8 +47,9 @@ struct EditFixture {
 TEST_CASE("Edit replaces a unique string and shows the changed lines", "[tools][edit]") {
   EditFixture f;
   f.read_file("model_new.py");
-  const ca::ToolResult result =
-      f.run({{"file_path", "model_new.py"}, {"old_string", "import cuda_extension"}, {"new_string", "import cuda_extension as ext"}});
+  const ca::ToolResult result = f.run({{"file_path", "model_new.py"},
+                                       {"old_string", "import cuda_extension"},
+                                       {"new_string", "import cuda_extension as ext"}});
   CHECK_FALSE(result.is_error);
   CHECK(result.content == "The file " + f.tree.path("model_new.py") +
                               " has been updated. Here's the result of running `cat -n` on a snippet of the edited "
@@ -62,21 +63,23 @@ TEST_CASE("Edit replaces a unique string and shows the changed lines", "[tools][
   CHECK_THAT(f.tree.read("model_new.py"), Contains("import cuda_extension as ext\n"));
   CHECK(result.metadata["replacements"] == 1);
   // The tool's own write counts as read: a second edit needs no new Read.
-  CHECK_FALSE(f.run({{"file_path", "model_new.py"}, {"old_string", "as ext"}, {"new_string", "as extension"}}).is_error);
+  CHECK_FALSE(
+      f.run({{"file_path", "model_new.py"}, {"old_string", "as ext"}, {"new_string", "as extension"}}).is_error);
 }
 
 TEST_CASE("Edit names the lines of an ambiguous string, and replace_all replaces them all", "[tools][edit]") {
   EditFixture f;
   f.read_file("model_new.py");
-  const ca::ToolResult ambiguous = f.run({{"file_path", "model_new.py"}, {"old_string", "y = x + 1"}, {"new_string", "y = x + 2"}});
+  const ca::ToolResult ambiguous =
+      f.run({{"file_path", "model_new.py"}, {"old_string", "y = x + 1"}, {"new_string", "y = x + 2"}});
   CHECK(ambiguous.is_error);
   CHECK_THAT(ambiguous.content, Contains("Found 2 matches of the string to replace (at lines 6 and 7 of ") &&
                                     Contains("but replace_all is false. To replace all occurrences, set replace_all "
                                              "to true.") &&
                                     Contains("String: y = x + 1"));
   CHECK(f.tree.read("model_new.py") == model_new);
-  const ca::ToolResult all =
-      f.run({{"file_path", "model_new.py"}, {"old_string", "y = x + 1"}, {"new_string", "y = x + 2"}, {"replace_all", true}});
+  const ca::ToolResult all = f.run(
+      {{"file_path", "model_new.py"}, {"old_string", "y = x + 1"}, {"new_string", "y = x + 2"}, {"replace_all", true}});
   CHECK_FALSE(all.is_error);
   CHECK_THAT(all.content, Contains("has been updated: all 2 occurrences were replaced."));
   CHECK(all.metadata["replacements"] == 2);
@@ -86,16 +89,17 @@ TEST_CASE("Edit names the lines of an ambiguous string, and replace_all replaces
 TEST_CASE("Edit says why a string was not found", "[tools][edit]") {
   EditFixture f;
   f.read_file("model_new.py");
-  const ca::ToolResult missing = f.run({{"file_path", "model_new.py"}, {"old_string", "return y"}, {"new_string", "return x"}});
+  const ca::ToolResult missing =
+      f.run({{"file_path", "model_new.py"}, {"old_string", "return y"}, {"new_string", "return x"}});
   CHECK(missing.is_error);
-  CHECK_THAT(missing.content, Contains("Error: String to replace not found in " + f.tree.path("model_new.py") +
-                                       ".\nString: return y"));
-  const ca::ToolResult prefixed =
-      f.run({{"file_path", "model_new.py"}, {"old_string", "     6\t        y = x + 1\n     7\t        y = x + 1"},
-             {"new_string", "z"}});
+  CHECK_THAT(missing.content,
+             Contains("Error: String to replace not found in " + f.tree.path("model_new.py") + ".\nString: return y"));
+  const ca::ToolResult prefixed = f.run({{"file_path", "model_new.py"},
+                                         {"old_string", "     6\t        y = x + 1\n     7\t        y = x + 1"},
+                                         {"new_string", "z"}});
   CHECK_THAT(prefixed.content, Contains("line-number prefixes") && Contains("Without them it matches at line 6."));
-  const ca::ToolResult indented =
-      f.run({{"file_path", "model_new.py"}, {"old_string", "def forward(self, x):\n    y = x + 1"}, {"new_string", "z"}});
+  const ca::ToolResult indented = f.run(
+      {{"file_path", "model_new.py"}, {"old_string", "def forward(self, x):\n    y = x + 1"}, {"new_string", "z"}});
   CHECK_THAT(indented.content, Contains("differs only in whitespace") && Contains("line 5"));
   CHECK(f.tree.read("model_new.py") == model_new);
 }
@@ -118,7 +122,8 @@ TEST_CASE("Edit refuses no-op, unread, stale, missing, binary and protected file
   CHECK_THAT(missing.content, Contains("File does not exist: " + f.tree.path("model_nwe.py")) &&
                                   Contains("Did you mean " + f.tree.path("model_new.py")));
   CHECK_FALSE(f.tree.exists("model_nwe.py"));
-  const ca::ToolResult missing_directory = f.run({{"file_path", "nope/x.py"}, {"old_string", "a"}, {"new_string", "b"}});
+  const ca::ToolResult missing_directory =
+      f.run({{"file_path", "nope/x.py"}, {"old_string", "a"}, {"new_string", "b"}});
   CHECK_THAT(missing_directory.content, Contains("File does not exist"));
   CHECK_FALSE(f.tree.exists("nope"));
 
@@ -139,7 +144,8 @@ TEST_CASE("Edit refuses no-op, unread, stale, missing, binary and protected file
 
 TEST_CASE("Edit with an empty old_string creates a file, or fills an empty one", "[tools][edit]") {
   EditFixture f;
-  const ca::ToolResult created = f.run({{"file_path", "kernels/new.cu"}, {"old_string", ""}, {"new_string", "// new\n"}});
+  const ca::ToolResult created =
+      f.run({{"file_path", "kernels/new.cu"}, {"old_string", ""}, {"new_string", "// new\n"}});
   CHECK_FALSE(created.is_error);
   CHECK(created.content == "File created successfully at: " + f.tree.path("kernels/new.cu"));
   CHECK(f.tree.read("kernels/new.cu") == "// new\n");
@@ -157,7 +163,8 @@ TEST_CASE("Edit with an empty old_string creates a file, or fills an empty one",
 TEST_CASE("Edit with an empty new_string deletes the text", "[tools][edit]") {
   EditFixture f;
   f.read_file("model_new.py");
-  CHECK_FALSE(f.run({{"file_path", "model_new.py"}, {"old_string", "import cuda_extension\n"}, {"new_string", ""}}).is_error);
+  CHECK_FALSE(
+      f.run({{"file_path", "model_new.py"}, {"old_string", "import cuda_extension\n"}, {"new_string", ""}}).is_error);
   CHECK_THAT(f.tree.read("model_new.py"), !Contains("import cuda_extension\n") && Contains("import torch\n\nclass"));
 }
 
@@ -165,8 +172,9 @@ TEST_CASE("Edit validates its arguments", "[tools][edit]") {
   EditFixture f;
   CHECK_THAT(f.run({{"file_path", "model_new.py"}, {"old_string", "a"}}).content,
              Contains("The required parameter `new_string` is missing."));
-  CHECK_THAT(f.run({{"file_path", "model_new.py"}, {"old_string", "a"}, {"new_string", "b"}, {"replace_all", "yes"}}).content,
-             Contains("The parameter `replace_all` must be a boolean, but a string was provided"));
+  CHECK_THAT(
+      f.run({{"file_path", "model_new.py"}, {"old_string", "a"}, {"new_string", "b"}, {"replace_all", "yes"}}).content,
+      Contains("The parameter `replace_all` must be a boolean, but a string was provided"));
   CHECK_THAT(f.run({{"file_path", "model_new.py"}, {"old_str", "a"}, {"new_string", "b"}}).content,
              Contains("An unexpected parameter `old_str` was provided.") &&
                  Contains("The required parameter `old_string` is missing."));
@@ -179,10 +187,11 @@ TEST_CASE("Edit refuses files larger than it handles, and files that grow while 
   ca::EditTool small(options);
   f.tree.write("big.py", std::string(200, '#') + "\n");
   f.read_file("big.py");
-  const ca::ToolResult refused =
-      call(small, f.context, json{{"file_path", "big.py"}, {"old_string", "#"}, {"new_string", "x"}, {"replace_all", true}});
+  const ca::ToolResult refused = call(
+      small, f.context, json{{"file_path", "big.py"}, {"old_string", "#"}, {"new_string", "x"}, {"replace_all", true}});
   CHECK(refused.is_error);
-  CHECK(refused.content == "Error: " + f.tree.path("big.py") + " is 201 bytes, more than the 100 bytes this tool handles.");
+  CHECK(refused.content ==
+        "Error: " + f.tree.path("big.py") + " is 201 bytes, more than the 100 bytes this tool handles.");
   CHECK(f.tree.read("big.py") == std::string(200, '#') + "\n");
 
   // A file whose size says nothing of its content (like those in /proc) is still capped.

@@ -11,8 +11,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
@@ -45,8 +45,9 @@ TEST_CASE("Glob lists matching files newest first", "[tools][glob]") {
   CHECK(result.content == f.tree.path("kernels/mul.cu") + "\n" + f.tree.path("kernels/deep/inner.cu") + "\n" +
                               f.tree.path("kernels/add.cu"));
   CHECK(result.metadata["matches"] == 3);
-  CHECK(f.run({{"pattern", "kernels/*.{cu,cuh}"}}).content ==
-        f.tree.path("kernels/mul.cu") + "\n" + f.tree.path("kernels/add.cu") + "\n" + f.tree.path("kernels/common.cuh"));
+  CHECK(f.run({{"pattern", "kernels/*.{cu,cuh}"}}).content == f.tree.path("kernels/mul.cu") + "\n" +
+                                                                  f.tree.path("kernels/add.cu") + "\n" +
+                                                                  f.tree.path("kernels/common.cuh"));
   CHECK(f.run({{"pattern", "./model_new.py"}}).content == f.tree.path("model_new.py"));
 }
 
@@ -54,7 +55,8 @@ TEST_CASE("Glob matches relative to path, and says when a pattern only looked at
   GlobFixture f;
   CHECK(f.run({{"pattern", "*.cu"}, {"path", "kernels"}}).content ==
         f.tree.path("kernels/mul.cu") + "\n" + f.tree.path("kernels/add.cu"));
-  CHECK(f.run({{"pattern", "*.cu"}, {"path", f.tree.path("kernels/deep")}}).content == f.tree.path("kernels/deep/inner.cu"));
+  CHECK(f.run({{"pattern", "*.cu"}, {"path", f.tree.path("kernels/deep")}}).content ==
+        f.tree.path("kernels/deep/inner.cu"));
   const ca::ToolResult top = f.run({{"pattern", "*.cu"}});
   CHECK_FALSE(top.is_error);
   CHECK(top.content == "No files found. (\"*.cu\" matches only directly inside " + f.tree.workspace().string() +

@@ -15,8 +15,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
@@ -28,8 +28,9 @@ struct GrepFixture {
   explicit GrepFixture(ca::GrepOptions options = {}) : grep(options) {
     tree.write("kernels/add.cu", "#include <cuda.h>\n__global__ void add(float* x) {\n  x[0] += 1;\n}\n");
     tree.write("kernels/mul.cuh", "__global__ void mul(float* x);\n");
-    tree.write("model_new.py", "import torch\nimport cuda_extension\n\nclass ModelNew:\n    def forward(self, x):\n"
-                               "        return cuda_extension.add(x)\n");
+    tree.write("model_new.py",
+               "import torch\nimport cuda_extension\n\nclass ModelNew:\n    def forward(self, x):\n"
+               "        return cuda_extension.add(x)\n");
     tree.write("notes.md", "TODO: add a kernel\nGlobal notes\n");
     tree.set_mtime("kernels/add.cu", 3000);
     tree.set_mtime("kernels/mul.cuh", 2000);
@@ -65,19 +66,25 @@ TEST_CASE("Grep content mode prints path:line:text, with or without numbers", "[
 TEST_CASE("Grep shows context lines and separates groups", "[tools][grep]") {
   GrepFixture f;
   const std::string file = f.tree.path("model_new.py");
-  const ca::ToolResult after = f.run({{"pattern", "^import"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-A", 1}});
+  const ca::ToolResult after =
+      f.run({{"pattern", "^import"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-A", 1}});
   CHECK(after.content == "1:import torch\n2:import cuda_extension\n3-");
-  const ca::ToolResult before = f.run({{"pattern", "return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-B", 2}});
+  const ca::ToolResult before =
+      f.run({{"pattern", "return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-B", 2}});
   CHECK(before.content == "4-class ModelNew:\n5-    def forward(self, x):\n6:        return cuda_extension.add(x)");
-  const ca::ToolResult both = f.run({{"pattern", "torch|return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-C", 1}});
-  CHECK(both.content == "1:import torch\n2-import cuda_extension\n--\n5-    def forward(self, x):\n"
-                        "6:        return cuda_extension.add(x)");
-  const ca::ToolResult alias = f.run({{"pattern", "torch|return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"context", 1}});
+  const ca::ToolResult both =
+      f.run({{"pattern", "torch|return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"-C", 1}});
+  CHECK(both.content ==
+        "1:import torch\n2-import cuda_extension\n--\n5-    def forward(self, x):\n"
+        "6:        return cuda_extension.add(x)");
+  const ca::ToolResult alias =
+      f.run({{"pattern", "torch|return"}, {"output_mode", "content"}, {"path", "model_new.py"}, {"context", 1}});
   CHECK(alias.content == both.content);
   // Context only applies to content mode.
   CHECK(f.run({{"pattern", "torch"}, {"-C", 3}}).content == "Found 1 file\n" + file);
   // Across files, groups are separated too.
-  const ca::ToolResult files = f.run({{"pattern", "__global__"}, {"output_mode", "content"}, {"-A", 1}, {"glob", "*.cu*"}});
+  const ca::ToolResult files =
+      f.run({{"pattern", "__global__"}, {"output_mode", "content"}, {"-A", 1}, {"glob", "*.cu*"}});
   CHECK_THAT(files.content, Contains("add.cu-3-  x[0] += 1;\n--\n" + f.tree.path("kernels/mul.cuh") + ":1:"));
 }
 
@@ -99,8 +106,8 @@ TEST_CASE("Grep filters files by glob and type", "[tools][grep]") {
         "Found 2 files\n" + f.tree.path("kernels/add.cu") + "\n" + f.tree.path("kernels/mul.cuh"));
   const ca::ToolResult unknown = f.run({{"pattern", "x"}, {"type", "cu"}});
   CHECK(unknown.is_error);
-  CHECK_THAT(unknown.content, Contains("Unknown file type \"cu\". Known types: ") && Contains("cuda") &&
-                                  Contains("glob \"*.cu\""));
+  CHECK_THAT(unknown.content,
+             Contains("Unknown file type \"cu\". Known types: ") && Contains("cuda") && Contains("glob \"*.cu\""));
 }
 
 TEST_CASE("Grep count mode counts matching lines per file", "[tools][grep]") {
@@ -117,12 +124,14 @@ TEST_CASE("Grep pages its output with head_limit and offset", "[tools][grep]") {
   f.tree.write("many.txt", lines);
   const ca::ToolResult first =
       f.run({{"pattern", "hit"}, {"output_mode", "content"}, {"path", "many.txt"}, {"head_limit", 3}});
-  CHECK_THAT(first.content, Contains("1:hit 1\n2:hit 2\n3:hit 3\n\n[Showing results with pagination = limit: 3, offset: "
-                                     "0; 17 more lines not shown. Narrow the search, or call again with offset=3 for "
-                                     "the next page.]"));
+  CHECK_THAT(first.content,
+             Contains("1:hit 1\n2:hit 2\n3:hit 3\n\n[Showing results with pagination = limit: 3, offset: "
+                      "0; 17 more lines not shown. Narrow the search, or call again with offset=3 for "
+                      "the next page.]"));
   const ca::ToolResult second =
       f.run({{"pattern", "hit"}, {"output_mode", "content"}, {"path", "many.txt"}, {"head_limit", 2}, {"offset", 3}});
-  CHECK(second.content.starts_with("4:hit 4\n5:hit 5\n\n[Showing results with pagination = limit: 2, offset: 3; 15 more"));
+  CHECK(second.content.starts_with(
+      "4:hit 4\n5:hit 5\n\n[Showing results with pagination = limit: 2, offset: 3; 15 more"));
   const ca::ToolResult unlimited =
       f.run({{"pattern", "hit"}, {"output_mode", "content"}, {"path", "many.txt"}, {"head_limit", 0}});
   CHECK_THAT(unlimited.content, Contains("20:hit 20") && !Contains("pagination"));
@@ -139,7 +148,8 @@ TEST_CASE("Grep pages its output with head_limit and offset", "[tools][grep]") {
 TEST_CASE("Grep matches across lines with multiline", "[tools][grep]") {
   GrepFixture f;
   CHECK(f.run({{"pattern", "class ModelNew:\\s+def"}}).content == "No files found");
-  const ca::ToolResult spanning = f.run({{"pattern", "class ModelNew:\\s+def"}, {"multiline", true}, {"output_mode", "content"}});
+  const ca::ToolResult spanning =
+      f.run({{"pattern", "class ModelNew:\\s+def"}, {"multiline", true}, {"output_mode", "content"}});
   CHECK(spanning.content == f.tree.path("model_new.py") + ":4:class ModelNew:\n" + f.tree.path("model_new.py") +
                                 ":5:    def forward(self, x):");
   CHECK_THAT(f.run({{"pattern", "torch.import"}, {"multiline", true}}).content, Contains("model_new.py"));
@@ -192,8 +202,8 @@ TEST_CASE("Grep explains invalid patterns and validates its arguments", "[tools]
   GrepFixture f;
   const ca::ToolResult invalid = f.run({{"pattern", "foo("}});
   CHECK(invalid.is_error);
-  CHECK_THAT(invalid.content, Contains("Invalid regular expression: unclosed group") &&
-                                  Contains("escape the special characters"));
+  CHECK_THAT(invalid.content,
+             Contains("Invalid regular expression: unclosed group") && Contains("escape the special characters"));
   CHECK_THAT(f.run({{"pattern", "a\\nb"}}).content, Contains("set multiline to true"));
   CHECK_THAT(f.run({{"pattern", "x"}, {"output_mode", "lines"}}).content,
              Contains("The parameter `output_mode` must be one of \"content\", \"files_with_matches\", \"count\""));

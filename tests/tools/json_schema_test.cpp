@@ -93,8 +93,9 @@ TEST_CASE("nested arrays and objects name the failing element", "[tools][schema]
   using Catch::Matchers::Contains;
   CHECK_THAT(errors(json{{"command", "ls"}, {"edits", json::array()}}),
              Contains("The parameter `edits` must contain at least 1 item, but it has 0."));
-  CHECK_THAT(errors(json{{"command", "ls"}, {"edits", {{{"old_string", "a"}}, {{"old_string", "b"}}, {{"old_string", "c"}}}}}),
-             Contains("The parameter `edits` must contain at most 2 items, but it has 3."));
+  CHECK_THAT(
+      errors(json{{"command", "ls"}, {"edits", {{{"old_string", "a"}}, {{"old_string", "b"}}, {{"old_string", "c"}}}}}),
+      Contains("The parameter `edits` must contain at most 2 items, but it has 3."));
   CHECK_THAT(errors(json{{"command", "ls"}, {"edits", {{{"old_string", "a"}}, {{"new", "b"}}}}}),
              Contains("The required parameter `edits[1].old_string` is missing.") &&
                  Contains("An unexpected parameter `edits[1].new` was provided. Valid parameters of `edits[1]`: "
@@ -115,9 +116,8 @@ TEST_CASE("arguments that are not an object are refused", "[tools][schema]") {
 
 TEST_CASE("keywords the validator does not implement are listed", "[tools][schema]") {
   CHECK(detail::unsupported_schema_keywords(schema).empty());
-  const json with_pattern = {{"type", "object"},
-                             {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}},
-                             {"anyOf", json::array()}};
+  const json with_pattern = {
+      {"type", "object"}, {"properties", {{"a", {{"type", "string"}, {"pattern", "^x"}}}}}, {"anyOf", json::array()}};
   const auto found = detail::unsupported_schema_keywords(with_pattern);
   REQUIRE(found.size() == 2);
   CHECK(found[0] == "/anyOf");

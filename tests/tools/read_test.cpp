@@ -11,8 +11,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 
 TEST_CASE("Read returns numbered lines and records the read", "[tools][read]") {
   ca::testing::TempTree tree;
@@ -39,13 +39,15 @@ TEST_CASE("Read pages with offset and limit", "[tools][read]") {
   ca::ReadTool read;
 
   const ca::ToolResult page = call(read, context, R"({"file_path": "f.txt", "offset": 2, "limit": 2})");
-  CHECK(page.content == "     2\ttwo\n     3\tthree\n\n[Showing lines 2-3 of 5. Call Read with offset=4 to continue.]\n");
+  CHECK(page.content ==
+        "     2\ttwo\n     3\tthree\n\n[Showing lines 2-3 of 5. Call Read with offset=4 to continue.]\n");
   CHECK(page.metadata["total_lines"] == 5);
 
   const ca::ToolResult from_zero = call(read, context, R"({"file_path": "f.txt", "offset": 0, "limit": 1})");
   CHECK_THAT(from_zero.content, Contains("     1\tone\n") && Contains("Call Read with offset=2"));
 
-  const ca::ToolResult huge = call(read, context, R"({"file_path": "f.txt", "offset": 4, "limit": 9223372036854775807})");
+  const ca::ToolResult huge =
+      call(read, context, R"({"file_path": "f.txt", "offset": 4, "limit": 9223372036854775807})");
   CHECK(huge.content == "     4\tfour\n     5\tfive\n");
   const ca::ToolResult last = call(read, context, R"({"file_path": "f.txt", "offset": 5})");
   CHECK(last.content == "     5\tfive\n");
@@ -100,15 +102,18 @@ TEST_CASE("Read stops before its output grows past the cap", "[tools][read]") {
   ca::ReadTool read(options);
   const ca::ToolResult result = call(read, context, R"({"file_path": "f.txt"})");
   CHECK(result.content.size() < 700);
-  CHECK_THAT(result.content, Contains("output stopped at 500 bytes") && Contains("of 100") &&
-                                 Contains("Call Read with offset="));
+  CHECK_THAT(result.content,
+             Contains("output stopped at 500 bytes") && Contains("of 100") && Contains("Call Read with offset="));
 }
 
 TEST_CASE("Read explains empty, missing, directory, binary and special files", "[tools][read]") {
   ca::testing::TempTree tree;
   tree.write("empty.txt", "");
   tree.write("kernels/gemm.cu", "x\n");
-  tree.write("lib.so", std::string("\x7f" "ELF\0\0\0", 7) + "binary");
+  tree.write("lib.so", std::string("\x7f"
+                                   "ELF\0\0\0",
+                                   7) +
+                           "binary");
   ::mkfifo(tree.path("pipe").c_str(), 0644);
   ca::ToolContext context(tree.workspace());
   ca::ReadTool read;
@@ -151,7 +156,8 @@ TEST_CASE("Read refuses to return a huge file whole, and reads it in parts", "[t
   ca::ReadTool read;
   const ca::ToolResult whole = call(read, context, R"({"file_path": "big.txt"})");
   CHECK(whole.is_error);
-  CHECK_THAT(whole.content, Contains("3000 lines") && Contains("exceeds the maximum that Read returns at once (256.0 KB)") &&
+  CHECK_THAT(whole.content, Contains("3000 lines") &&
+                                Contains("exceeds the maximum that Read returns at once (256.0 KB)") &&
                                 Contains("offset=1, limit=2000") && Contains("Grep"));
   const ca::ToolResult part = call(read, context, R"({"file_path": "big.txt", "offset": 2999})");
   CHECK_FALSE(part.is_error);

@@ -40,7 +40,8 @@ class PatternGenerator {
     static constexpr std::string_view alphabet = "abcABC-_ 1.";
     std::string result;
     const int length = pick(16);
-    for (int i = 0; i < length; ++i) result += alphabet[static_cast<std::size_t>(pick(static_cast<int>(alphabet.size())))];
+    for (int i = 0; i < length; ++i)
+      result += alphabet[static_cast<std::size_t>(pick(static_cast<int>(alphabet.size())))];
     return result;
   }
 
@@ -74,28 +75,39 @@ class PatternGenerator {
     static constexpr std::string_view literals = "abcAB-_ 1";
     static constexpr const char* perl[] = {"\\d", "\\w", "\\s", "\\D", "\\W", "\\S"};
     static constexpr const char* anchors[] = {"^", "$", "\\b", "\\B"};
-    static constexpr const char* escaped[] = {"\\.", "\\-", "\\*", "\\+", "\\?", "\\(", "\\)", "\\[", "\\]", "\\|",
-                                              "\\^", "\\$", "\\\\", "\\{", "\\}", "\\x41", "\\x{62}"};
+    static constexpr const char* escaped[] = {"\\.", "\\-", "\\*", "\\+",  "\\?", "\\(", "\\)",   "\\[",    "\\]",
+                                              "\\|", "\\^", "\\$", "\\\\", "\\{", "\\}", "\\x41", "\\x{62}"};
     switch (pick(depth > 0 ? 11 : 7)) {
       case 0:
       case 1:
         return {std::string(1, literals[static_cast<std::size_t>(pick(static_cast<int>(literals.size())))]), true};
-      case 2: return {".", true};
-      case 3: return {bracket(), true};
-      case 4: return {perl[pick(6)], true};
-      case 5: return {anchors[pick(4)], false};
-      case 6: return {escaped[pick(17)], true};
-      case 7: return {"(" + alternation(depth - 1) + ")", true};
-      case 8: return {"(?:" + alternation(depth - 1) + ")", true};
-      case 9: return {"(?i:" + alternation(depth - 1) + ")", true};
-      default: return {"(?P<g" + std::to_string(pick(100)) + "_" + std::to_string(counter_++) + ">" +
-                           alternation(depth - 1) + ")", true};
+      case 2:
+        return {".", true};
+      case 3:
+        return {bracket(), true};
+      case 4:
+        return {perl[pick(6)], true};
+      case 5:
+        return {anchors[pick(4)], false};
+      case 6:
+        return {escaped[pick(17)], true};
+      case 7:
+        return {"(" + alternation(depth - 1) + ")", true};
+      case 8:
+        return {"(?:" + alternation(depth - 1) + ")", true};
+      case 9:
+        return {"(?i:" + alternation(depth - 1) + ")", true};
+      default:
+        return {
+            "(?P<g" + std::to_string(pick(100)) + "_" + std::to_string(counter_++) + ">" + alternation(depth - 1) + ")",
+            true};
     }
   }
 
   std::string bracket() {
-    static constexpr const char* members[] = {"a", "b", "c", "A", "a-c", "0-9", "_", " ", "\\d", "\\w", "\\s",
-                                              "[:alpha:]", "[:digit:]", "[:upper:]", "\\-", "\\]", "."};
+    static constexpr const char* members[] = {"a",         "b",         "c",   "A",   "a-c", "0-9",
+                                              "_",         " ",         "\\d", "\\w", "\\s", "[:alpha:]",
+                                              "[:digit:]", "[:upper:]", "\\-", "\\]", "."};
     std::string text = chance(3) ? "[^" : "[";
     const int count = 1 + pick(3);
     for (int i = 0; i < count; ++i) text += members[pick(17)];

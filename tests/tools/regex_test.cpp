@@ -45,7 +45,7 @@ TEST_CASE("literals, classes and escapes", "[tools][regex]") {
   CHECK(first_match("\\t", "a\tb") == "\t");
   CHECK(first_match("\xC3\xA9+", "\xC3\xA9\xC3\xA9x") == "\xC3\xA9\xC3\xA9");
   CHECK(first_match(".", "\xE2\x82\xAC") == "\xE2\x82\xAC");  // one character, three bytes
-  CHECK(first_match("foo{", "a foo{") == "foo{");          // a brace that is not a repetition is literal
+  CHECK(first_match("foo{", "a foo{") == "foo{");             // a brace that is not a repetition is literal
   CHECK(first_match("__global__\\s+void\\s+(\\w+)", "extern __global__ void add_kernel(") ==
         "__global__ void add_kernel");
 }
@@ -85,9 +85,9 @@ TEST_CASE("case-insensitive matching and inline flags", "[tools][regex]") {
   CHECK(first_match("(?i:a)b", "Ab AB") == "Ab");
   CHECK(first_match("a(?i)b", "AB aB") == "aB");
   CHECK(first_match("[a-c]+", "ABC", regex::Options{true}) == "ABC");
-  CHECK(first_match("(?i)\xC3\x89", "\xC3\xA9") == "\xC3\xA9");          // É and é
-  CHECK(first_match("(?i)\xD0\x96", "\xD0\xB6") == "\xD0\xB6");          // Ж and ж
-  CHECK(first_match("(?i)\xCE\xA3", "\xCF\x83") == "\xCF\x83");          // Σ and σ
+  CHECK(first_match("(?i)\xC3\x89", "\xC3\xA9") == "\xC3\xA9");  // É and é
+  CHECK(first_match("(?i)\xD0\x96", "\xD0\xB6") == "\xD0\xB6");  // Ж and ж
+  CHECK(first_match("(?i)\xCE\xA3", "\xCF\x83") == "\xCF\x83");  // Σ and σ
 }
 
 TEST_CASE("newlines: line-oriented search never crosses lines, multiline may", "[tools][regex]") {
@@ -145,8 +145,12 @@ TEST_CASE("unsupported or malformed syntax is a clear error", "[tools][regex]") 
 }
 
 TEST_CASE("bytes that are not UTF-8 match nothing but do not stop the search", "[tools][regex]") {
-  CHECK(first_match(".+", "\xFF" "ab") == "ab");
-  CHECK(first_match("[^a]+", "\xFF" "bc") == "bc");
+  CHECK(first_match(".+",
+                    "\xFF"
+                    "ab") == "ab");
+  CHECK(first_match("[^a]+",
+                    "\xFF"
+                    "bc") == "bc");
 }
 
 TEST_CASE("pathological patterns run in linear time", "[tools][regex]") {

@@ -60,9 +60,11 @@ TEST_CASE("the registry dispatches to the tools and answers mistakes with errors
   ca::ToolRegistry registry = ca::standard_tools(sandbox);
   ca::ToolContext context(tree.workspace());
 
-  const ca::ToolResult read = registry.invoke(ca::ToolCall::from_raw("1", "Read", R"({"file_path": "a.txt"})"), context);
+  const ca::ToolResult read =
+      registry.invoke(ca::ToolCall::from_raw("1", "Read", R"({"file_path": "a.txt"})"), context);
   CHECK(read.content == "     1\talpha\n");
-  const ca::ToolResult bash = registry.invoke(ca::ToolCall::from_raw("2", "Bash", R"({"command": "cat a.txt"})"), context);
+  const ca::ToolResult bash =
+      registry.invoke(ca::ToolCall::from_raw("2", "Bash", R"({"command": "cat a.txt"})"), context);
   CHECK(bash.content == "alpha");
   const ca::ToolResult edit = registry.invoke(
       ca::ToolCall::from_raw("3", "Edit", R"({"file_path": "a.txt", "old_string": "alpha", "new_string": "beta"})"),
@@ -78,7 +80,8 @@ TEST_CASE("the registry dispatches to the tools and answers mistakes with errors
   CHECK_THAT(malformed.content, Contains("could not be used"));
   const ca::ToolResult invalid = registry.invoke(ca::ToolCall::from_raw("6", "Grep", R"({"pattern": 3})"), context);
   CHECK(invalid.is_error);
-  CHECK_THAT(invalid.content, Contains("Error: invalid arguments for Grep:\n- The parameter `pattern` must be a string"));
+  CHECK_THAT(invalid.content,
+             Contains("Error: invalid arguments for Grep:\n- The parameter `pattern` must be a string"));
 }
 
 TEST_CASE("one registry serves successive episodes with their own contexts", "[tools][registry]") {
@@ -90,12 +93,15 @@ TEST_CASE("one registry serves successive episodes with their own contexts", "[t
   ca::ToolRegistry registry = ca::standard_tools(sandbox);
   ca::ToolContext one(first.workspace());
   ca::ToolContext two(second.workspace());
-  CHECK(registry.invoke(ca::ToolCall::from_raw("1", "Read", R"({"file_path": "x.txt"})"), one).content == "     1\tfirst\n");
-  CHECK(registry.invoke(ca::ToolCall::from_raw("2", "Read", R"({"file_path": "x.txt"})"), two).content == "     1\tsecond\n");
+  CHECK(registry.invoke(ca::ToolCall::from_raw("1", "Read", R"({"file_path": "x.txt"})"), one).content ==
+        "     1\tfirst\n");
+  CHECK(registry.invoke(ca::ToolCall::from_raw("2", "Read", R"({"file_path": "x.txt"})"), two).content ==
+        "     1\tsecond\n");
   // Reading in one episode does not allow writing in the other.
-  CHECK(registry.invoke(ca::ToolCall::from_raw("3", "Write", R"({"file_path": "x.txt", "content": "y"})"), two).is_error ==
-        false);
+  CHECK(registry.invoke(ca::ToolCall::from_raw("3", "Write", R"({"file_path": "x.txt", "content": "y"})"), two)
+            .is_error == false);
   ca::ToolContext fresh(first.workspace());
-  CHECK_THAT(registry.invoke(ca::ToolCall::from_raw("4", "Write", R"({"file_path": "x.txt", "content": "y"})"), fresh).content,
-             Contains("File has not been read yet"));
+  CHECK_THAT(
+      registry.invoke(ca::ToolCall::from_raw("4", "Write", R"({"file_path": "x.txt", "content": "y"})"), fresh).content,
+      Contains("File has not been read yet"));
 }

@@ -63,7 +63,8 @@ sys.exit(1 if problems else 0)
 )PY";
 
 std::filesystem::path python_with_jsonschema() {
-  for (const std::filesystem::path& candidate : {std::filesystem::path(CUDA_AGENT_PYTHON), std::filesystem::path("/usr/bin/python3")}) {
+  for (const std::filesystem::path& candidate :
+       {std::filesystem::path(CUDA_AGENT_PYTHON), std::filesystem::path("/usr/bin/python3")}) {
     if (candidate.empty() || !std::filesystem::exists(candidate)) continue;
     ca::ProcessSpec probe;
     probe.argv = {candidate.string(), "-c", "import jsonschema"};
@@ -77,7 +78,8 @@ std::filesystem::path python_with_jsonschema() {
 
 TEST_CASE("tool schemas pass draft 2020-12 and OpenAI's request schema, and validators agree", "[tools][python]") {
   const std::filesystem::path python = python_with_jsonschema();
-  if (python.empty()) CUDA_AGENT_SKIP("no Python with jsonschema (set CUDA_AGENT_PYTHON or install python3-jsonschema)");
+  if (python.empty())
+    CUDA_AGENT_SKIP("no Python with jsonschema (set CUDA_AGENT_PYTHON or install python3-jsonschema)");
 
   ca::testing::RecordingSandbox sandbox;
   const ca::ToolRegistry registry = ca::standard_tools(sandbox);

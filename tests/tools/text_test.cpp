@@ -14,11 +14,16 @@ using Catch::Matchers::Contains;
 TEST_CASE("invalid UTF-8 and NUL bytes become U+FFFD", "[tools][text]") {
   CHECK(detail::sanitize_utf8("plain") == "plain");
   CHECK(detail::sanitize_utf8("caf\xC3\xA9") == "caf\xC3\xA9");
-  CHECK(detail::sanitize_utf8("a\xFF" "b") == "a\xEF\xBF\xBD" "b");
-  CHECK(detail::sanitize_utf8(std::string("a\0b", 3)) == "a\xEF\xBF\xBD" "b");
-  CHECK(detail::sanitize_utf8("\xC3") == "\xEF\xBF\xBD");                  // truncated sequence
+  CHECK(detail::sanitize_utf8("a\xFF"
+                              "b") ==
+        "a\xEF\xBF\xBD"
+        "b");
+  CHECK(detail::sanitize_utf8(std::string("a\0b", 3)) ==
+        "a\xEF\xBF\xBD"
+        "b");
+  CHECK(detail::sanitize_utf8("\xC3") == "\xEF\xBF\xBD");                                  // truncated sequence
   CHECK(detail::sanitize_utf8("\xE0\x80\x80") == "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // overlong
-  CHECK(detail::sanitize_utf8("\xED\xA0\x80").find("\xED") == std::string::npos);         // surrogate
+  CHECK(detail::sanitize_utf8("\xED\xA0\x80").find("\xED") == std::string::npos);          // surrogate
   CHECK(detail::sanitize_utf8("\xF0\x9F\x98\x80") == "\xF0\x9F\x98\x80");
 }
 
@@ -111,6 +116,6 @@ TEST_CASE("the snippet after an edit shows the changed lines with context", "[to
   std::string many;
   for (int i = 1; i <= 100; ++i) many += "new " + std::to_string(i) + "\n";
   const std::string long_change = detail::change_snippet("a\n", many, 2, 5);
-  CHECK_THAT(long_change, Contains("     5\tnew 5\n") && Contains("the change continues to line 100") &&
-                              !Contains("new 6\n"));
+  CHECK_THAT(long_change,
+             Contains("     5\tnew 5\n") && Contains("the change continues to line 100") && !Contains("new 6\n"));
 }

@@ -16,8 +16,8 @@
 #include <utility>       // move
 #include <vector>        // vector
 
-#include <sys/stat.h>  // utimensat
 #include <fcntl.h>     // AT_FDCWD
+#include <sys/stat.h>  // utimensat
 
 #include <nlohmann/json.hpp>
 
@@ -52,7 +52,9 @@ class TempTree {
   [[nodiscard]] std::filesystem::path outside() const { return base_ / "outside"; }
   [[nodiscard]] std::string path(const std::string& relative) const { return (workspace() / relative).string(); }
 
-  void write(const std::string& relative, const std::string& content) const { write_file(workspace() / relative, content); }
+  void write(const std::string& relative, const std::string& content) const {
+    write_file(workspace() / relative, content);
+  }
   void write_outside(const std::string& relative, const std::string& content) const {
     write_file(outside() / relative, content);
   }
@@ -95,7 +97,8 @@ class TempTree {
 /// becomes enterable by every user and the workspace is handed to the sandbox user (when
 /// running as root), so that commands can write there. Files the test creates afterwards
 /// belong to the test's user until `hand_over_to_sandbox(tree.workspace(), options)`.
-inline SandboxOptions sandbox_options_for(const TempTree& tree, std::vector<std::filesystem::path> protected_paths = {}) {
+inline SandboxOptions sandbox_options_for(const TempTree& tree,
+                                          std::vector<std::filesystem::path> protected_paths = {}) {
   std::filesystem::permissions(tree.base(), std::filesystem::perms(0755));
   SandboxOptions options;
   options.workspace = tree.workspace();
@@ -113,7 +116,8 @@ struct RecordingSandbox {
   bool fail_as_process = false;
   CommandResult run(const Command& command) {
     commands.push_back(command);
-    if (fail_with && fail_as_process) throw ProcessError(std::make_error_code(std::errc::no_such_file_or_directory), *fail_with);
+    if (fail_with && fail_as_process)
+      throw ProcessError(std::make_error_code(std::errc::no_such_file_or_directory), *fail_with);
     if (fail_with) throw SandboxError(*fail_with);
     return answer;
   }

@@ -15,8 +15,8 @@
 #include "tools/tool_test_support.hpp"
 
 namespace ca = cuda_agent;
-using Catch::Matchers::Contains;
 using ca::testing::call;
+using Catch::Matchers::Contains;
 using nlohmann::json;
 
 namespace {
@@ -41,7 +41,8 @@ TEST_CASE("Write creates files and their directories", "[tools][write]") {
   CHECK(mode_of(tree.path("kernels/sub/add.cu")) == 0644);
   CHECK(created.metadata["created"] == true);
   // A file the tool wrote counts as read: it can be written again at once.
-  const ca::ToolResult again = call(write, context, json{{"file_path", tree.path("kernels/sub/add.cu")}, {"content", "v2"}});
+  const ca::ToolResult again =
+      call(write, context, json{{"file_path", tree.path("kernels/sub/add.cu")}, {"content", "v2"}});
   CHECK_FALSE(again.is_error);
   CHECK(again.content == "The file " + tree.path("kernels/sub/add.cu") + " has been updated (1 line, 2 bytes).");
   CHECK(tree.read("kernels/sub/add.cu") == "v2");
@@ -59,8 +60,8 @@ TEST_CASE("Write replaces an existing file only after it was read, and unchanged
 
   const ca::ToolResult unread = call(write, context, R"({"file_path": "model_new.py", "content": "new\n"})");
   CHECK(unread.is_error);
-  CHECK_THAT(unread.content, Contains("File has not been read yet: " + tree.path("model_new.py")) &&
-                                 Contains("Read it first"));
+  CHECK_THAT(unread.content,
+             Contains("File has not been read yet: " + tree.path("model_new.py")) && Contains("Read it first"));
   CHECK(tree.read("model_new.py") == "old\n");
 
   REQUIRE_FALSE(call(read, context, R"({"file_path": "model_new.py"})").is_error);
@@ -124,10 +125,12 @@ TEST_CASE("Write refuses directories, links, protected paths and oversized conte
 
   const ca::ToolResult directory = call(write, context, R"({"file_path": "kernels", "content": "x"})");
   CHECK_THAT(directory.content, Contains("is a directory, not a file"));
-  const ca::ToolResult root = call(write, context, nlohmann::json{{"file_path", tree.workspace().string()}, {"content", "x"}});
+  const ca::ToolResult root =
+      call(write, context, nlohmann::json{{"file_path", tree.workspace().string()}, {"content", "x"}});
   CHECK_THAT(root.content, Contains("is the workspace directory itself"));
   const ca::ToolResult link = call(write, context, R"({"file_path": "link.cu", "content": "x"})");
-  CHECK_THAT(link.content, Contains("is a symbolic link (to kernels/a.cu); write or edit the file it points to instead"));
+  CHECK_THAT(link.content,
+             Contains("is a symbolic link (to kernels/a.cu); write or edit the file it points to instead"));
   const ca::ToolResult model = call(write, context, R"({"file_path": "model.py", "content": "x"})");
   CHECK(model.is_error);
   CHECK_THAT(model.content, Contains(tree.path("model.py") + " is protected: it is read-only for this task."));

@@ -6,7 +6,7 @@
 #include <cuda_agent/torch/output_check.hpp>
 #pragma pop_macro("CHECK")
 
-#include <cmath>   // NAN, INFINITY, abs
+#include <cmath>  // NAN, INFINITY, abs
 
 namespace ca = cuda_agent;
 
@@ -77,7 +77,8 @@ TEST_CASE("non-finite values fail only where the reference is finite", "[torch]"
 TEST_CASE("structure is checked before values", "[torch]") {
   const at::Tensor reference = grid(2, 3);
   CHECK(ca::check_output(reference, grid(3, 2)).reason == ca::RejectionReason::shape_mismatch);
-  CHECK_THAT(ca::check_output(reference, grid(3, 2)).message, Catch::Matchers::Contains("shape [3, 2], the reference [2, 3]"));
+  CHECK_THAT(ca::check_output(reference, grid(3, 2)).message,
+             Catch::Matchers::Contains("shape [3, 2], the reference [2, 3]"));
   CHECK(ca::check_output(reference, reference.to(at::kDouble)).reason == ca::RejectionReason::dtype_mismatch);
   CHECK_THAT(ca::check_output(reference, reference.to(at::kDouble)).message,
              Catch::Matchers::Contains("dtype float64, the reference float32"));

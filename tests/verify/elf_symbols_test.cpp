@@ -75,7 +75,9 @@ TEST_CASE("the ELF reader refuses what is not a well-formed 64-bit shared object
   std::string garbage(4096, '\0');
   std::mt19937 random(7);
   for (char& byte : garbage) byte = static_cast<char>(random());
-  garbage.replace(0, 4, "\x7f" "ELF");
+  garbage.replace(0, 4,
+                  "\x7f"
+                  "ELF");
   CHECK_THROWS_AS(elf::read_dynamic_table(garbage), elf::ElfFormatError);
 
   const std::filesystem::path library = system_library();

@@ -54,7 +54,8 @@ TEST_CASE("hand-written KernelBench candidates: correct ones verify, broken ones
   ca::TrustedEvaluatorOptions evaluator_options;
   evaluator_options.work_directory = scratch.path() / "evaluations";
   ca::TrustedEvaluator<ca::HarnessVerifier, ca::ProcessSandbox> evaluator(
-      ca::testing::test_compiler("cuda", scratch.path()), ca::HarnessVerifier(options), std::nullopt, evaluator_options);
+      ca::testing::test_compiler("cuda", scratch.path()), ca::HarnessVerifier(options), std::nullopt,
+      evaluator_options);
 
   nlohmann::json report = nlohmann::json::array();
   int correct_verified = 0, broken_rejected = 0;
@@ -77,7 +78,9 @@ TEST_CASE("hand-written KernelBench candidates: correct ones verify, broken ones
               << seconds << " s)" << (rejection ? "\n      " + rejection->message.substr(0, 400) : std::string())
               << std::endl;
     report.push_back({{"candidate", fs::relative(directory, ca::testing::source_directory()).string()},
-                      {"variant", variant}, {"verdict", verdict}, {"message", rejection ? rejection->message : ""},
+                      {"variant", variant},
+                      {"verdict", verdict},
+                      {"message", rejection ? rejection->message : ""},
                       {"seconds", seconds},
                       {"verify_ms", evaluation.verification ? evaluation.verification->duration.count() : 0},
                       {"build_ms", evaluation.compile.duration.count()}});
@@ -106,8 +109,8 @@ TEST_CASE("hand-written KernelBench candidates: correct ones verify, broken ones
   }
   fs::create_directories(report_directory());
   std::ofstream(report_directory() / "verdicts.json") << report.dump(1) << "\n";
-  std::cout << correct_verified << " correct candidates verified, " << broken_rejected << " broken ones rejected; report in "
-            << (report_directory() / "verdicts.json").string() << std::endl;
+  std::cout << correct_verified << " correct candidates verified, " << broken_rejected
+            << " broken ones rejected; report in " << (report_directory() / "verdicts.json").string() << std::endl;
   std::cout << unfit_tasks.size() << " tasks unfit to be scored (their candidates get task_unfit):";
   for (const std::string& name : unfit_tasks) std::cout << " " << name;
   std::cout << std::endl;
@@ -121,7 +124,8 @@ TEST_CASE("every KernelBench task tells a real implementation from a null model 
   std::vector<std::string> unfit;
   int audited = 0;
   for (const std::string level : {"level1", "level2", "level3"}) {
-    for (const ca::Task& task : ca::load_kernelbench_tasks(ca::testing::source_directory() / "tests" / "data" / "kernelbench" / level)) {
+    for (const ca::Task& task :
+         ca::load_kernelbench_tasks(ca::testing::source_directory() / "tests" / "data" / "kernelbench" / level)) {
       try {
         const nlohmann::json audit = verifier.audit(task);
         report[task.name] = audit;
@@ -140,7 +144,8 @@ TEST_CASE("every KernelBench task tells a real implementation from a null model 
   std::ofstream(report_directory() / "kernelbench_audit.json") << report.dump(1) << "\n";
   std::cout << audited << " KernelBench tasks audited; " << degenerate.size() << " accept a null model:" << std::endl;
   for (const std::string& name : degenerate) std::cout << "  " << name << std::endl;
-  std::cout << unfit.size() << " of them unfit to be scored (no stress distribution separates the null models):" << std::endl;
+  std::cout << unfit.size()
+            << " of them unfit to be scored (no stress distribution separates the null models):" << std::endl;
   for (const std::string& name : unfit) std::cout << "  " << name << std::endl;
   // Degenerate KernelBench tasks are facts about the dataset, reported, not failures.
   CHECK(audited > 200);

@@ -80,12 +80,14 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
     CHECK(again.details["plan_seed"] != correct.details["plan_seed"]);
     CHECK(again.details["audit"]["cached"] == true);
     // Warm workers: a second verification costs what its own work costs.
-    INFO("first " << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
-                  << " ms, second " << again.duration.count() << " ms");
+    INFO("first "
+         << std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started).count()
+         << " ms, second " << again.duration.count() << " ms");
     CHECK(again.duration < 60s);
   }
   {  // an off-by-one is reported at its index
-    const auto result = fixture.verifier.verify(relu, fixture.build(with_forward("        return cuda_extension.relu_skip_last(x)\n")));
+    const auto result =
+        fixture.verifier.verify(relu, fixture.build(with_forward("        return cuda_extension.relu_skip_last(x)\n")));
     INFO(nlohmann::json(result).dump(2));
     REQUIRE(result.rejection);
     // The last element is whatever the allocator handed out: the poison (non-finite), or by
@@ -111,7 +113,8 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   }
   {  // a candidate that is not built is a load error
     const ca::Candidate built = fixture.build(ca::testing::relu_model_new);
-    const auto result = fixture.verifier.verify(relu, ca::Candidate{built.source_directory, fixture.scratch.path() / "none"});
+    const auto result =
+        fixture.verifier.verify(relu, ca::Candidate{built.source_directory, fixture.scratch.path() / "none"});
     REQUIRE(result.rejection);
     CHECK(result.rejection->reason == ca::RejectionReason::load_error);
   }
@@ -132,8 +135,8 @@ TEST_CASE("the reference worker cannot see candidates, and the candidate worker 
   CHECK(probe(fixture.verifier.reference_worker(), candidates / "probe" / "model_new.py")["readable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["readable"] == true);
   CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["writable"] == false);
-  CHECK(probe(fixture.verifier.candidate_worker(), work / "harness" / "cuda_agent_harness" / "reference.py")["writable"] ==
-        false);
+  CHECK(probe(fixture.verifier.candidate_worker(),
+              work / "harness" / "cuda_agent_harness" / "reference.py")["writable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(), work / "references")["writable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(), work / "sessions")["writable"] == false);
   // No network inside: only a loopback.
@@ -200,7 +203,8 @@ TEST_CASE("audits are kept per task, harness and policy, in memory and in the ca
     CHECK(verifier.audit(relu)["cached"] == false);  // another policy, another audit
   }
   int files = 0;
-  for (const auto& entry : fs::directory_iterator(options.audit_cache_directory)) files += entry.path().extension() == ".json";
+  for (const auto& entry : fs::directory_iterator(options.audit_cache_directory))
+    files += entry.path().extension() == ".json";
   CHECK(files == 2);
   ca::HarnessVerifier another(options);
   const nlohmann::json again = another.audit(relu);
@@ -264,7 +268,8 @@ TEST_CASE("stress inputs from the audit reject a copy of the input where the tas
   CHECK_THAT(copy.rejection->message, Catch::Matchers::Contains("stress inputs"));
 }
 
-TEST_CASE("verification plans differ between verifications and a fixed plan seed reproduces one", "[python][verifier]") {
+TEST_CASE("verification plans differ between verifications and a fixed plan seed reproduces one",
+          "[python][verifier]") {
   VerifierFixture fixture;
   const ca::Task relu = ca::testing::adversarial_task("cpu", "relu");
   const ca::Candidate candidate = fixture.build(ca::testing::relu_model_new);
@@ -295,9 +300,19 @@ TEST_CASE("cuda-agent eval prints a summary, writes the JSON result and reports 
   auto run = [&](const std::string& model_new, const std::string& name) {
     const fs::path candidate = ca::testing::assemble_candidate(scratch.path() / name, model_new, "cpu");
     ca::ProcessSpec spec;
-    spec.argv = {program.string(), "eval", task.string(), candidate.string(), "--device", "cpu", "--json",
-                 (scratch.path() / (name + ".json")).string(), "--quiet", "--python", CUDA_AGENT_PYTHON,
-                 "--cache-dir", ca::testing::compile_cache_directory().string()};
+    spec.argv = {program.string(),
+                 "eval",
+                 task.string(),
+                 candidate.string(),
+                 "--device",
+                 "cpu",
+                 "--json",
+                 (scratch.path() / (name + ".json")).string(),
+                 "--quiet",
+                 "--python",
+                 CUDA_AGENT_PYTHON,
+                 "--cache-dir",
+                 ca::testing::compile_cache_directory().string()};
     spec.environment = ca::Environment::from_current({"PATH", "HOME", "TMPDIR"});
     spec.timeout = std::chrono::minutes(15);
     return ca::run_process(spec);

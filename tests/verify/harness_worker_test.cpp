@@ -3,9 +3,9 @@
 
 #include "verify/verify_support.hpp"
 
+#include <cuda_agent/resources.hpp>
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/verify/harness_worker.hpp>
-#include <cuda_agent/resources.hpp>
 
 #include <chrono>
 #include <csignal>
@@ -112,7 +112,8 @@ TEST_CASE("a harness worker serves each request in a forked child and reports ho
     CHECK(probe.result()["exists"] == false);
   }
   {  // the harness is read-only to the worker
-    const auto probe = fixture.diagnose({{"action", "probe"}, {"path", (fixture.harness / "cuda_agent_harness").string()}});
+    const auto probe =
+        fixture.diagnose({{"action", "probe"}, {"path", (fixture.harness / "cuda_agent_harness").string()}});
     CHECK(probe.result()["readable"] == true);
     CHECK(probe.result()["writable"] == false);
   }
@@ -122,7 +123,8 @@ TEST_CASE("a harness worker serves each request in a forked child and reports ho
   }
   {  // a child that reported is ended at once, not awaited; settle waits for its exit
     const auto started = std::chrono::steady_clock::now();
-    const auto reply = fixture.worker->call("diagnose_prepared", {{"action", "report_then_sleep"}, {"seconds", 60}}, 90s);
+    const auto reply =
+        fixture.worker->call("diagnose_prepared", {{"action", "report_then_sleep"}, {"seconds", 60}}, 90s);
     CHECK(reply.has_result());
     CHECK(reply.message.value("ended_after_report", false));
     CHECK_FALSE(reply.signal());

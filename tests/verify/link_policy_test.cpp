@@ -22,7 +22,8 @@ ca::LibraryPolicy all_libraries() { return ca::LibraryPolicy{}.for_task(true, tr
 
 elf::DynamicTable table_of(const std::vector<std::string>& names) {
   elf::DynamicTable table;
-  for (const std::string& name : names) table.undefined.push_back({name, elf::SymbolBinding::global, elf::SymbolType::function, "", ""});
+  for (const std::string& name : names)
+    table.undefined.push_back({name, elf::SymbolBinding::global, elf::SymbolType::function, "", ""});
   table.needed = {"libc10.so", "libtorch.so", "libstdc++.so.6", "libc.so.6"};
   return table;
 }
@@ -36,33 +37,40 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& allowed_exa
         "_ZNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEE9_M_createERmm", "_ZTVN10__cxxabiv117__class_type_infoE",
         "_ZNSo9_M_insertIlEERSoT_", "_ZSt20__throw_length_errorPKc", "_ZTISt13runtime_error", "__cxa_atexit", "exit",
         "__tls_get_addr", "__gmon_start__", "__popcountdi2"}},
-      {"C library", {"memcpy", "memset", "strlen", "malloc", "free", "fprintf", "stderr", "snprintf", "pthread_mutex_lock",
-                     "clock_gettime", "__errno_location"}},
+      {"C library",
+       {"memcpy", "memset", "strlen", "malloc", "free", "fprintf", "stderr", "snprintf", "pthread_mutex_lock",
+        "clock_gettime", "__errno_location"}},
       {"C math library", {"expf", "sqrt", "tanhf", "__exp_finite", "erff", "fmaf", "sincosf"}},
-      {"CUDA runtime", {"cudaMalloc", "cudaMemcpyAsync", "cudaLaunchKernel", "cudaGetLastError", "cudaEventRecord",
-                        "cudaStreamWaitEvent", "__cudaRegisterFatBinary", "__cudaPushCallConfiguration",
-                        "cudaFuncSetAttribute", "cudaOccupancyMaxActiveBlocksPerMultiprocessor"}},
+      {"CUDA runtime",
+       {"cudaMalloc", "cudaMemcpyAsync", "cudaLaunchKernel", "cudaGetLastError", "cudaEventRecord",
+        "cudaStreamWaitEvent", "__cudaRegisterFatBinary", "__cudaPushCallConfiguration", "cudaFuncSetAttribute",
+        "cudaOccupancyMaxActiveBlocksPerMultiprocessor"}},
       {"cuBLAS", {"cublasSgemm_v2", "cublasSetStream_v2", "cublasLtMatmul", "_ZN2at4cuda24getCurrentCUDABlasHandleEv"}},
       {"cuDNN", {"cudnnConvolutionForward", "cudnnCreateTensorDescriptor", "_ZN2at6native14getCudnnHandleEv"}},
-      {"Python bindings", {"PyTuple_New", "PyErr_SetString", "PyObject_GetAttrString", "PyObject_CallObject",
-                           "PyEval_GetBuiltins", "PyGILState_Ensure", "_Py_NoneStruct", "PyFrozenSet_Type",
-                           "_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb"}},
+      {"Python bindings",
+       {"PyTuple_New", "PyErr_SetString", "PyObject_GetAttrString", "PyObject_CallObject", "PyEval_GetBuiltins",
+        "PyGILState_Ensure", "_Py_NoneStruct", "PyFrozenSet_Type",
+        "_ZN8pybind116detail11type_casterIN2at6TensorEvE4loadENS_6handleEb"}},
       {"torch tensor operators",
        {"_ZN2at4_ops10empty_like4callERKNS_6TensorESt8optionalIN3c1010ScalarTypeEES5_INS6_6LayoutEES5_INS6_6DeviceEES5_"
         "IbES5_INS6_12MemoryFormatEE",
         "_ZN2at4_ops5zeros4callEN3c108ArrayRefINS2_6SymIntEEESt8optionalINS2_10ScalarTypeEES6_INS2_6LayoutEES6_INS2_"
         "6DeviceEES6_IbE",
-        "_ZN2at4_ops4view4callERKNS_6TensorEN3c108ArrayRefINS5_6SymIntEEE", "_ZN2at4_ops5copy_4callERNS_6TensorERKS2_b"}},
-      {"torch tensors", {"_ZNK2at10TensorBase8data_ptrIfEEPT_v", "_ZNK3c1010TensorImpl15decref_pyobjectEv",
-                         "_ZN3c1010TensorImpl17set_autograd_metaESt10unique_ptrINS_21AutogradMetaInterfaceESt14default_"
-                         "deleteIS2_EE",
-                         "_ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE", "_ZTVN5torch8autograd12AutogradMetaE",
-                         "_ZN6caffe28TypeMeta13typeMetaDatasEv", "_ZNK2at10TensorBase21__dispatch_contiguousEN3c1012MemoryFormatE"}},
-      {"torch checks", {"_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
-                        "_ZN3c106detail23torchInternalAssertFailEPKcS2_jS2_S2_", "_ZN3c104warnERKNS_7WarningE"}},
-      {"torch CUDA context", {"_ZN3c104cuda20getCurrentCUDAStreamEa", "_ZN3c104cuda17getStreamFromPoolEba",
-                              "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_jb", "_ZN3c104cuda9SetDeviceEab",
-                              "_ZN2at4cuda26getCurrentDevicePropertiesEv", "_ZN3c104cuda20CUDACachingAllocator9allocatorE"}},
+        "_ZN2at4_ops4view4callERKNS_6TensorEN3c108ArrayRefINS5_6SymIntEEE",
+        "_ZN2at4_ops5copy_4callERNS_6TensorERKS2_b"}},
+      {"torch tensors",
+       {"_ZNK2at10TensorBase8data_ptrIfEEPT_v", "_ZNK3c1010TensorImpl15decref_pyobjectEv",
+        "_ZN3c1010TensorImpl17set_autograd_metaESt10unique_ptrINS_21AutogradMetaInterfaceESt14default_"
+        "deleteIS2_EE",
+        "_ZN3c104impl23ExcludeDispatchKeyGuardC1ENS_14DispatchKeySetE", "_ZTVN5torch8autograd12AutogradMetaE",
+        "_ZN6caffe28TypeMeta13typeMetaDatasEv", "_ZNK2at10TensorBase21__dispatch_contiguousEN3c1012MemoryFormatE"}},
+      {"torch checks",
+       {"_ZN3c106detail14torchCheckFailEPKcS2_jRKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE",
+        "_ZN3c106detail23torchInternalAssertFailEPKcS2_jS2_S2_", "_ZN3c104warnERKNS_7WarningE"}},
+      {"torch CUDA context",
+       {"_ZN3c104cuda20getCurrentCUDAStreamEa", "_ZN3c104cuda17getStreamFromPoolEba",
+        "_ZN3c104cuda29c10_cuda_check_implementationEiPKcS2_jb", "_ZN3c104cuda9SetDeviceEab",
+        "_ZN2at4cuda26getCurrentDevicePropertiesEv", "_ZN3c104cuda20CUDACachingAllocator9allocatorE"}},
   };
   return examples;
 }
@@ -71,27 +79,31 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& allowed_exa
 const std::vector<std::pair<std::string, std::vector<std::string>>>& refused_examples() {
   static const std::vector<std::pair<std::string, std::vector<std::string>>> examples{
       {"threads and sleeping",
-       {"pthread_create", "pthread_detach", "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_"
-                                            "deleteIS1_EEPFvvE",
-        "_ZNSt6thread6detachEv", "GOMP_parallel", "omp_get_num_threads", "_ZN2at6launchESt8functionIFvvEE",
-        "nanosleep", "clone"}},
+       {"pthread_create", "pthread_detach",
+        "_ZNSt6thread15_M_start_threadESt10unique_ptrINS_6_StateESt14default_"
+        "deleteIS1_EEPFvvE",
+        "_ZNSt6thread6detachEv", "GOMP_parallel", "omp_get_num_threads", "_ZN2at6launchESt8functionIFvvEE", "nanosleep",
+        "clone"}},
       {"processes and signals", {"fork", "execve", "execvp", "system", "popen", "posix_spawn", "kill", "_exit"}},
-      {"files and descriptors", {"open", "openat", "fopen", "write", "read", "mmap", "socket", "connect", "fdopen",
-                                 "_ZNSt10filesystem4pathC1ERKS0_", "_ZNSt13basic_filebufIcSt11char_traitsIcEE4openEPKcSt13_Ios_Openmode"}},
+      {"files and descriptors",
+       {"open", "openat", "fopen", "write", "read", "mmap", "socket", "connect", "fdopen",
+        "_ZNSt10filesystem4pathC1ERKS0_", "_ZNSt13basic_filebufIcSt11char_traitsIcEE4openEPKcSt13_Ios_Openmode"}},
       {"dynamic loading", {"dlopen", "dlsym", "dlvsym", "dl_iterate_phdr", "dladdr"}},
       {"the environment", {"getenv", "secure_getenv", "setenv", "environ", "getpid"}},
       {"raw system calls and memory protection", {"syscall", "mprotect", "process_vm_writev", "ptrace", "longjmp"}},
       {"CUDA host callbacks and driver entry points",
        {"cudaLaunchHostFunc", "cudaStreamAddCallback", "cudaGetDriverEntryPoint", "cudaGetDriverEntryPointByVersion",
         "cuGetProcAddress_v2", "cudaGraphAddHostNode"}},
-      {"device-wide CUDA state", {"cudaDeviceReset", "cudaDeviceSetLimit", "cudaCtxResetPersistingL2Cache",
-                                  "cudaStreamSetAttribute", "cudaIpcOpenMemHandle"}},
+      {"device-wide CUDA state",
+       {"cudaDeviceReset", "cudaDeviceSetLimit", "cudaCtxResetPersistingL2Cache", "cudaStreamSetAttribute",
+        "cudaIpcOpenMemHandle"}},
       {"torch operators called past the dispatcher's keys",
        {"_ZN2at4_ops4relu10redispatchEN3c1014DispatchKeySetERKNS_6TensorE",
         "_ZN2at4_ops10empty_like10redispatchEN3c1014DispatchKeySetERKNS_6TensorESt8optionalINS2_10ScalarTypeEES6_INS2_"
         "6LayoutEES6_INS2_6DeviceEES6_IbES6_INS2_12MemoryFormatEE"}},
       {"torch's dispatcher and its mode stack",
-       {"_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_", "_ZN3c104impl29tls_set_dispatch_key_excludedENS_11DispatchKeyEb",
+       {"_ZN3c1010Dispatcher17findSchemaOrThrowEPKcS2_",
+        "_ZN3c104impl29tls_set_dispatch_key_excludedENS_11DispatchKeyEb",
         "_ZN3c104impl20TorchDispatchModeTLS9pop_stackEv", "_ZN3c104impl26raw_local_dispatch_key_setE",
         "_ZN3c1016parseDispatchKeyERKNSt7__cxx1112basic_stringIcSt11char_traitsIcESaIcEEE"}},
       {"torch's global settings", {"_ZN2at13globalContextEv"}},
@@ -110,7 +122,8 @@ const std::vector<std::pair<std::string, std::vector<std::string>>>& refused_exa
 TEST_CASE("qualified names drop return types, parameters and special-name prefixes", "[verify][link]") {
   using ca::detail::link::qualified_name;
   CHECK(qualified_name("float* at::TensorBase::data_ptr<float>() const") == "at::TensorBase::data_ptr<float>");
-  CHECK(qualified_name("std::remove_const<bool const>::type const* at::TensorBase::const_data_ptr<bool const, 0>() const") ==
+  CHECK(qualified_name(
+            "std::remove_const<bool const>::type const* at::TensorBase::const_data_ptr<bool const, 0>() const") ==
         "at::TensorBase::const_data_ptr<bool const, 0>");
   CHECK(qualified_name("vtable for std::bad_alloc") == "std::bad_alloc");
   CHECK(qualified_name("TLS init function for c10::impl::raw_local_dispatch_key_set") ==
@@ -179,7 +192,8 @@ TEST_CASE("cuBLAS and cuDNN follow the task's library policy", "[verify][link]")
   CHECK_FALSE(products.cudnn);
   CHECK(convolutions.cublas);  // im2col makes a convolution a product
   CHECK(convolutions.cudnn);
-  for (const char* symbol : {"cublasSgemm_v2", "cublasSaxpy_v2", "cublasScopy_v2", "_ZN2at4cuda24getCurrentCUDABlasHandleEv"}) {
+  for (const char* symbol :
+       {"cublasSgemm_v2", "cublasSaxpy_v2", "cublasScopy_v2", "_ZN2at4cuda24getCurrentCUDABlasHandleEv"}) {
     INFO(symbol);
     CHECK(ca::judge_symbol(symbol, products).allowed);
     const ca::SymbolVerdict refused = ca::judge_symbol(symbol, elementwise);
@@ -257,8 +271,8 @@ extern "C" float compute(float x, const char* text) {
   std::vector<std::string> refused;
   for (const ca::ForbiddenSymbol& each : check.forbidden) refused.push_back(each.demangled);
   INFO(nlohmann::json(check.forbidden).dump(1));
-  for (const char* expected : {"pthread_create", "getenv", "dlsym", "syscall", "PyRun_SimpleString", "cudaLaunchHostFunc",
-                               "at::cpu::relu(int)"})
+  for (const char* expected : {"pthread_create", "getenv", "dlsym", "syscall", "PyRun_SimpleString",
+                               "cudaLaunchHostFunc", "at::cpu::relu(int)"})
     CHECK(std::find(refused.begin(), refused.end(), expected) != refused.end());
   // The C++ runtime, libc and libm the function also uses are allowed.
   CHECK(check.forbidden.size() == 7);

@@ -6,10 +6,10 @@
 // test candidates, candidates assembled from the suite's files, and a GPU probe.
 
 #include <cuda_agent/compile/compile_driver.hpp>
-#include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/evaluate/trusted_evaluator.hpp>
 #include <cuda_agent/sandbox/process_sandbox.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
-#include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/verify/harness_verifier.hpp>
 
 #include <cstdlib>     // getenv
 #include <filesystem>  // path
@@ -76,7 +76,8 @@ inline HarnessOptions harness_options(const std::string& device) {
 
 /// The compile driver's cache lives in the build tree, so that test processes share it.
 inline std::filesystem::path compile_cache_directory() {
-  if (const char* explicit_directory = std::getenv("CUDA_AGENT_TEST_COMPILE_CACHE"); explicit_directory && *explicit_directory)
+  if (const char* explicit_directory = std::getenv("CUDA_AGENT_TEST_COMPILE_CACHE");
+      explicit_directory && *explicit_directory)
     return explicit_directory;
   return std::filesystem::path(CUDA_AGENT_BINARY_DIR) / "test-cache" / "compile";
 }
@@ -85,7 +86,7 @@ inline std::filesystem::path compile_cache_directory() {
 /// (ProcessSandbox, as the sandbox user when root): the sources are the test's own; the
 /// trusted evaluation of untrusted candidates is given a confining sandbox by its host.
 inline std::shared_ptr<CompileDriver<ProcessSandbox>> test_compiler(const std::string& device,
-                                                                  const std::filesystem::path& workspace) {
+                                                                    const std::filesystem::path& workspace) {
   SandboxOptions sandbox;
   sandbox.workspace = workspace;
   CompileOptions options;
@@ -110,8 +111,7 @@ namespace cuda_agent::testing {
 /// A candidate directory made of `model_new` and the suite's shared kernels for `device`
 /// (kernels/cpu/toolbox.cpp, or kernels/cuda/*), or the given kernel directory.
 inline std::filesystem::path assemble_candidate(const std::filesystem::path& directory, const std::string& model_new,
-                                                const std::string& device,
-                                                const std::filesystem::path& kernels = {}) {
+                                                const std::string& device, const std::filesystem::path& kernels = {}) {
   std::filesystem::create_directories(directory / "kernels");
   write_text(directory / "model_new.py", model_new);
   const std::filesystem::path from = kernels.empty() ? adversarial_directory() / "kernels" / device : kernels;

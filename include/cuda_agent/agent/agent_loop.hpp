@@ -22,27 +22,27 @@
 /// Each component is a template parameter satisfying its concept, so hosts replace any of
 /// them; the type-erased `Any*` wrappers work too.
 
-#include <algorithm>    // any_of, find_if
-#include <chrono>       // steady_clock, duration
-#include <concepts>     // convertible_to, same_as
-#include <cstddef>      // size_t
-#include <cstdint>      // int64_t
-#include <cstdio>       // snprintf
-#include <exception>    // exception
-#include <filesystem>   // path, create_directories, exists, copy
-#include <fstream>      // ofstream
-#include <functional>   // function
-#include <iterator>     // begin, end
-#include <memory>       // unique_ptr, make_unique
-#include <optional>     // optional
-#include <set>          // set
-#include <stdexcept>    // invalid_argument, runtime_error
-#include <stop_token>   // stop_token
-#include <string>       // string
-#include <string_view>  // string_view
-#include <system_error> // error_code
-#include <utility>      // move
-#include <vector>       // vector
+#include <algorithm>     // any_of, find_if
+#include <chrono>        // steady_clock, duration
+#include <concepts>      // convertible_to, same_as
+#include <cstddef>       // size_t
+#include <cstdint>       // int64_t
+#include <cstdio>        // snprintf
+#include <exception>     // exception
+#include <filesystem>    // path, create_directories, exists, copy
+#include <fstream>       // ofstream
+#include <functional>    // function
+#include <iterator>      // begin, end
+#include <memory>        // unique_ptr, make_unique
+#include <optional>      // optional
+#include <set>           // set
+#include <stdexcept>     // invalid_argument, runtime_error
+#include <stop_token>    // stop_token
+#include <string>        // string
+#include <string_view>   // string_view
+#include <system_error>  // error_code
+#include <utility>       // move
+#include <vector>        // vector
 
 #include <nlohmann/json.hpp>
 
@@ -160,10 +160,11 @@ struct AgentOptions {
           " (the working directory of every command). The reference implementation is model.py "
           "(read-only):\n\n```python\n" +
           task.reference_source + (task.reference_source.ends_with('\n') ? "" : "\n") + "```\n\n";
-  text += "Write CUDA kernels under kernels/ and a ModelNew that uses them in model_new.py, as SKILL.md describes. "
-          "Compile, verify and profile as often as you like. Whenever you have verified a change, a trusted "
-          "evaluation scores your candidate in a clean copy, and once more at the end; the best trusted result "
-          "is your answer. When you are done, call Finish, or reply without calling a tool.";
+  text +=
+      "Write CUDA kernels under kernels/ and a ModelNew that uses them in model_new.py, as SKILL.md describes. "
+      "Compile, verify and profile as often as you like. Whenever you have verified a change, a trusted "
+      "evaluation scores your candidate in a clean copy, and once more at the end; the best trusted result "
+      "is your answer. When you are done, call Finish, or reply without calling a tool.";
   return text;
 }
 
@@ -245,8 +246,9 @@ class AgentLoop {
     } else if (restored.model_stopped) {
       stop(episode, StopReason::completed, "the model answered without calling a tool");
     } else if (options_.stuck_repeat_limit > 0 && episode.stuck_failures >= options_.stuck_repeat_limit) {
-      stop(episode, StopReason::stuck, "the model repeated the same failing call " +
-                                           std::to_string(episode.stuck_failures) + " times: " + episode.stuck_call);
+      stop(episode, StopReason::stuck,
+           "the model repeated the same failing call " + std::to_string(episode.stuck_failures) +
+               " times: " + episode.stuck_call);
     } else {
       drive(episode);
     }
@@ -316,8 +318,8 @@ class AgentLoop {
     episode.resumed = resuming;
     if (!resuming) {
       nlohmann::json header = trajectory_event::header(
-          {{"name", task.name}, {"hash", task.content_hash()}, {"origin", to_string(task.origin)}},
-          client_.name(), settings_json(workspace));
+          {{"name", task.name}, {"hash", task.content_hash()}, {"origin", to_string(task.origin)}}, client_.name(),
+          settings_json(workspace));
       header["tools"] = episode.specs;
       episode.trajectory->append(std::move(header));
     }
@@ -432,14 +434,16 @@ class AgentLoop {
 
   bool budget_exhausted(Episode& episode) {
     const AgentBudget& budget = options_.budget;
-    if (episode.cancellation.stop_requested()) stop(episode, StopReason::cancelled, "the episode was cancelled");
+    if (episode.cancellation.stop_requested())
+      stop(episode, StopReason::cancelled, "the episode was cancelled");
     else if (episode.turn >= budget.max_turns)
       stop(episode, StopReason::turn_limit, "the budget of " + std::to_string(budget.max_turns) + " turns is spent");
     else if (budget.wall_time && episode.elapsed_s() >= static_cast<double>(budget.wall_time->count()))
       stop(episode, StopReason::time_limit,
            "the wall-time budget of " + std::to_string(budget.wall_time->count()) + " s is spent");
     else if (budget.max_cost_usd && episode.usage.cost_usd && *episode.usage.cost_usd >= *budget.max_cost_usd)
-      stop(episode, StopReason::cost_limit, "the money budget of $" + std::to_string(*budget.max_cost_usd) + " is spent");
+      stop(episode, StopReason::cost_limit,
+           "the money budget of $" + std::to_string(*budget.max_cost_usd) + " is spent");
     else if (budget.max_total_tokens && episode.usage.total_tokens() >= *budget.max_total_tokens)
       stop(episode, StopReason::token_limit,
            "the budget of " + std::to_string(*budget.max_total_tokens) + " tokens is spent");
@@ -454,16 +458,16 @@ class AgentLoop {
     if (!overflowed && !window.needs_compaction()) return true;
     const CompactionOutcome outcome = window.compact(overflowed);
     for (const nlohmann::json& operation : outcome.operations)
-      episode.trajectory->append(trajectory_event::compaction(episode.turn, operation.at("kind").get<std::string>(),
-                                                              operation.at("detail")));
+      episode.trajectory->append(
+          trajectory_event::compaction(episode.turn, operation.at("kind").get<std::string>(), operation.at("detail")));
     if (!outcome.operations.empty())
       for (AgentObserver* observer : observers_)
         observer->on_compaction(episode.turn, outcome.tokens_before, outcome.tokens_after);
     if ((overflowed && !outcome.shrunk()) || window.needs_compaction()) {
       stop(episode, StopReason::context_exhausted,
            "the prompt (about " + std::to_string(window.estimated_tokens()) +
-               " tokens) does not fit the context window (" + std::to_string(window.window_tokens()) +
-               " tokens, " + std::to_string(options_.context.reserve_tokens) +
+               " tokens) does not fit the context window (" + std::to_string(window.window_tokens()) + " tokens, " +
+               std::to_string(options_.context.reserve_tokens) +
                " kept for the answer) even after compaction: what is left is the system prompt, the task, the "
                "best result and the newest turn. Use a model with a larger context window, or a shorter "
                "SKILL.md or task.");
@@ -511,8 +515,8 @@ class AgentLoop {
         }
         stop(episode, StopReason::llm_error,
              "the model backend failed (" + std::string(to_string(error.kind())) +
-                 (error.http_status() ? ", HTTP " + std::to_string(error.http_status()) : std::string()) +
-                 ", after " + std::to_string(error.attempts()) + " attempts): " + error.what() +
+                 (error.http_status() ? ", HTTP " + std::to_string(error.http_status()) : std::string()) + ", after " +
+                 std::to_string(error.attempts()) + " attempts): " + error.what() +
                  ". The trajectory is complete up to here: resume the episode once the backend works again.");
         return std::nullopt;
       }
@@ -523,10 +527,10 @@ class AgentLoop {
     if (usage.cost_usd) return;
     const AgentBudget& budget = options_.budget;
     if (!budget.usd_per_million_prompt_tokens && !budget.usd_per_million_completion_tokens) return;
-    usage.cost_usd = (static_cast<double>(usage.prompt_tokens) * budget.usd_per_million_prompt_tokens.value_or(0) +
-                      static_cast<double>(usage.completion_tokens) *
-                          budget.usd_per_million_completion_tokens.value_or(0)) /
-                     1e6;
+    usage.cost_usd =
+        (static_cast<double>(usage.prompt_tokens) * budget.usd_per_million_prompt_tokens.value_or(0) +
+         static_cast<double>(usage.completion_tokens) * budget.usd_per_million_completion_tokens.value_or(0)) /
+        1e6;
   }
 
   /// Runs one call and answers it. Returns true if it was the Finish call.
@@ -550,8 +554,9 @@ class AgentLoop {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
 
     std::string content = cap_observation(result.content, options_.context.observation_char_limit);
-    if (content.size() != result.content.size()) result.metadata["observation_elided_characters"] =
-        result.content.size() - std::min(result.content.size(), content.size());
+    if (content.size() != result.content.size())
+      result.metadata["observation_elided_characters"] =
+          result.content.size() - std::min(result.content.size(), content.size());
     note_outcome(episode, call, result);
     if (options_.stuck_repeat_limit > 1 && episode.stuck_failures + 1 == options_.stuck_repeat_limit)
       content += "\n\n[This exact call has now failed " + std::to_string(episode.stuck_failures) +
@@ -615,13 +620,11 @@ class AgentLoop {
       candidate.evaluation = evaluator_.evaluate(*episode.task, candidate.directory);
       candidate.reward = policy_.reward(candidate.evaluation);
     } catch (const std::exception& error) {
-      const std::string message = std::string("the trusted evaluation failed (not the candidate's fault): ") +
-                                  error.what();
+      const std::string message =
+          std::string("the trusted evaluation failed (not the candidate's fault): ") + error.what();
       episode.evaluation_errors.push_back(message);
-      episode.trajectory->append({{"type", "evaluation_error"},
-                                  {"turn", episode.turn},
-                                  {"candidate_hash", hash},
-                                  {"message", message}});
+      episode.trajectory->append(
+          {{"type", "evaluation_error"}, {"turn", episode.turn}, {"candidate_hash", hash}, {"message", message}});
       return;
     }
     const bool is_best = !episode.best || candidate.better_than(episode.evaluations[*episode.best]);
@@ -630,7 +633,8 @@ class AgentLoop {
       episode.best = episode.evaluations.size() - 1;
       publish_best(candidate);
     }
-    nlohmann::json event = trajectory_event::evaluation(episode.turn, hash, candidate.evaluation, candidate.reward, is_best);
+    nlohmann::json event =
+        trajectory_event::evaluation(episode.turn, hash, candidate.evaluation, candidate.reward, is_best);
     event["directory"] = candidate.directory.string();
     episode.trajectory->append(std::move(event));
     for (AgentObserver* observer : observers_) observer->on_evaluation(candidate, is_best);
@@ -655,13 +659,14 @@ class AgentLoop {
     text += ".";
     const Evaluation& evaluation = candidate.evaluation;
     if (const auto rejection = evaluation.rejection()) {
-      text += " Rejected (" + std::string(to_string(rejection->reason)) + "): " +
-              cap_observation(rejection->message, 600) + ".";
+      text += " Rejected (" + std::string(to_string(rejection->reason)) +
+              "): " + cap_observation(rejection->message, 600) + ".";
     }
     for (const char* baseline : {"eager", "compile"}) {
       if (const auto estimate = speedup_over(evaluation, baseline)) {
         std::snprintf(number, sizeof number, " %.2fx vs %s [%.2f, %.2f] %s.", estimate->speedup, baseline,
-                      estimate->interval_low, estimate->interval_high, std::string(to_string(estimate->verdict)).c_str());
+                      estimate->interval_low, estimate->interval_high,
+                      std::string(to_string(estimate->verdict)).c_str());
         text += number;
       }
     }
@@ -701,9 +706,9 @@ class AgentLoop {
 
     if (!episode.finish_recorded) {
       record_budget(episode);
-      episode.trajectory->append(trajectory_event::finish(
-          to_string(result.reason), result.message,
-          result.best ? summary_json(*result.best) : nlohmann::json(nullptr)));
+      episode.trajectory->append(
+          trajectory_event::finish(to_string(result.reason), result.message,
+                                   result.best ? summary_json(*result.best) : nlohmann::json(nullptr)));
     }
     if (options_.write_reports) write_episode_reports(result, *episode.task, client_.name(), options_.output_directory);
     for (AgentObserver* observer : observers_) observer->on_finish(result);
@@ -748,11 +753,12 @@ class AgentLoop {
         if (message.role == Role::assistant) {
           Usage usage = event.value("usage", Usage{});
           episode.usage += usage;
-          restored.last_response = ChatResponse{message, parse_finish_reason(event.value("finish_reason", "")), usage,
-                                                event.value("model", ""), {}};
+          restored.last_response = ChatResponse{
+              message, parse_finish_reason(event.value("finish_reason", "")), usage, event.value("model", ""), {}};
           restored.unanswered = message.tool_calls;
           restored.finish_called = false;
-          restored.model_stopped = message.tool_calls.empty() && restored.last_response.finish_reason != FinishReason::length;
+          restored.model_stopped =
+              message.tool_calls.empty() && restored.last_response.finish_reason != FinishReason::length;
         } else if (message.role == Role::tool) {
           const auto call = std::find_if(restored.unanswered.begin(), restored.unanswered.end(),
                                          [&](const ToolCall& each) { return each.id == message.tool_call_id; });

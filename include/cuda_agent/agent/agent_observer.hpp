@@ -90,17 +90,23 @@ namespace detail {
 [[nodiscard]] inline std::string format_duration(double seconds) {
   const auto total = static_cast<long long>(seconds);
   char buffer[32];
-  if (total >= 3600) std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", total / 3600, total / 60 % 60);
-  else if (total >= 60) std::snprintf(buffer, sizeof buffer, "%lldm%02llds", total / 60, total % 60);
-  else std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
+  if (total >= 3600)
+    std::snprintf(buffer, sizeof buffer, "%lldh%02lldm", total / 3600, total / 60 % 60);
+  else if (total >= 60)
+    std::snprintf(buffer, sizeof buffer, "%lldm%02llds", total / 60, total % 60);
+  else
+    std::snprintf(buffer, sizeof buffer, "%.1fs", seconds);
   return buffer;
 }
 
 [[nodiscard]] inline std::string format_count(std::int64_t count) {
   char buffer[32];
-  if (count >= 1'000'000) std::snprintf(buffer, sizeof buffer, "%.1fM", static_cast<double>(count) / 1e6);
-  else if (count >= 10'000) std::snprintf(buffer, sizeof buffer, "%.0fk", static_cast<double>(count) / 1e3);
-  else std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(count));
+  if (count >= 1'000'000)
+    std::snprintf(buffer, sizeof buffer, "%.1fM", static_cast<double>(count) / 1e6);
+  else if (count >= 10'000)
+    std::snprintf(buffer, sizeof buffer, "%.0fk", static_cast<double>(count) / 1e3);
+  else
+    std::snprintf(buffer, sizeof buffer, "%lld", static_cast<long long>(count));
   return buffer;
 }
 
@@ -161,16 +167,15 @@ class TerminalProgress final : public AgentObserver {
   }
 
   void on_compaction(int turn, std::int64_t before, std::int64_t after) override {
-    print_line("turn " + std::to_string(turn) + ": context compacted from ~" + detail::format_count(before) +
-               " to ~" + detail::format_count(after) + " tokens");
+    print_line("turn " + std::to_string(turn) + ": context compacted from ~" + detail::format_count(before) + " to ~" +
+               detail::format_count(after) + " tokens");
   }
 
   void on_finish(const EpisodeResult& result) override {
     if (interactive_) out_ << "\r\x1b[2K";
     out_ << "finished (" << to_string(result.reason) << ") after " << result.turns << " turns, "
-         << detail::format_duration(result.elapsed.count()) << ", "
-         << detail::format_count(result.usage.total_tokens()) << " tokens: "
-         << detail::describe_best(result.best ? &*result.best : nullptr) << '\n'
+         << detail::format_duration(result.elapsed.count()) << ", " << detail::format_count(result.usage.total_tokens())
+         << " tokens: " << detail::describe_best(result.best ? &*result.best : nullptr) << '\n'
          << std::flush;
   }
 

@@ -50,7 +50,8 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
   std::string text = "# cuda-agent: " + task.name + "\n\n";
   text += "| | |\n| --- | --- |\n";
   text += "| model | " + detail::markdown_cell(std::string(llm)) + " |\n";
-  text += "| outcome | " + std::string(to_string(result.reason)) + ": " + detail::markdown_cell(result.message) + " |\n";
+  text +=
+      "| outcome | " + std::string(to_string(result.reason)) + ": " + detail::markdown_cell(result.message) + " |\n";
   text += "| turns | " + std::to_string(result.turns) + " |\n";
   text += "| tokens | " + std::to_string(result.usage.prompt_tokens) + " prompt, " +
           std::to_string(result.usage.completion_tokens) + " completion |\n";
@@ -91,8 +92,9 @@ inline void write_text_file(const std::filesystem::path& path, std::string_view 
       for (const char* baseline : {"eager", "compile"})
         if (const auto estimate = speedup_over(evaluation, baseline))
           text += std::string("| ") + baseline + " | " + detail::format("%.3fx", estimate->speedup) + " | [" +
-                  detail::format("%.3f", estimate->interval_low) + ", " + detail::format("%.3f", estimate->interval_high) +
-                  "] | " + std::string(to_string(estimate->verdict)) + " |\n";
+                  detail::format("%.3f", estimate->interval_low) + ", " +
+                  detail::format("%.3f", estimate->interval_high) + "] | " + std::string(to_string(estimate->verdict)) +
+                  " |\n";
     }
   }
 

@@ -34,15 +34,24 @@ enum class StopReason {
 
 [[nodiscard]] constexpr std::string_view to_string(StopReason reason) noexcept {
   switch (reason) {
-    case StopReason::completed: return "completed";
-    case StopReason::turn_limit: return "turn_limit";
-    case StopReason::time_limit: return "time_limit";
-    case StopReason::cost_limit: return "cost_limit";
-    case StopReason::token_limit: return "token_limit";
-    case StopReason::context_exhausted: return "context_exhausted";
-    case StopReason::stuck: return "stuck";
-    case StopReason::cancelled: return "cancelled";
-    case StopReason::llm_error: return "llm_error";
+    case StopReason::completed:
+      return "completed";
+    case StopReason::turn_limit:
+      return "turn_limit";
+    case StopReason::time_limit:
+      return "time_limit";
+    case StopReason::cost_limit:
+      return "cost_limit";
+    case StopReason::token_limit:
+      return "token_limit";
+    case StopReason::context_exhausted:
+      return "context_exhausted";
+    case StopReason::stuck:
+      return "stuck";
+    case StopReason::cancelled:
+      return "cancelled";
+    case StopReason::llm_error:
+      return "llm_error";
   }
   return "llm_error";
 }

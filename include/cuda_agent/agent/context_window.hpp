@@ -46,9 +46,12 @@ enum class ContextRole {
 
 [[nodiscard]] constexpr std::string_view to_string(ContextRole role) noexcept {
   switch (role) {
-    case ContextRole::normal: return "normal";
-    case ContextRole::pinned: return "pinned";
-    case ContextRole::best_result: return "best_result";
+    case ContextRole::normal:
+      return "normal";
+    case ContextRole::pinned:
+      return "pinned";
+    case ContextRole::best_result:
+      return "best_result";
   }
   return "normal";
 }
@@ -288,7 +291,8 @@ class ContextWindow {
     const std::size_t recent_start = start_of_recent_turns(options_.keep_recent_turns);
     for (std::size_t i = 0; i < recent_start && estimated_tokens() > target; ++i) {
       Entry& entry = entries_[i];
-      if (entry.message.role != Role::assistant || entry.arguments_elided || entry.role != ContextRole::normal) continue;
+      if (entry.message.role != Role::assistant || entry.arguments_elided || entry.role != ContextRole::normal)
+        continue;
       std::size_t argument_characters = 0;
       for (const ToolCall& call : entry.message.tool_calls) argument_characters += call.raw_arguments.size();
       if (argument_characters <= options_.argument_char_limit) continue;
@@ -340,8 +344,10 @@ class ContextWindow {
     std::string previous;
     for (std::size_t i = 0; i < end; ++i) {
       const Entry& entry = entries_[i];
-      if (entry.summary) previous = summary_body(entry.message.content);
-      else if (entry.role == ContextRole::normal) folded.push_back(entry.message);
+      if (entry.summary)
+        previous = summary_body(entry.message.content);
+      else if (entry.role == ContextRole::normal)
+        folded.push_back(entry.message);
     }
     std::string body = options_.summarizer ? options_.summarizer(folded, previous) : describe(folded, previous);
     if (body.size() > options_.summary_char_limit)
@@ -401,10 +407,12 @@ class ContextWindow {
   /// A deterministic account of folded messages: what was tried and how it ended.
   [[nodiscard]] static std::string describe(const std::vector<Message>& folded, std::string_view previous) {
     std::string text;
-    if (!previous.empty()) text += std::string(previous) + "\n";
+    if (!previous.empty())
+      text += std::string(previous) + "\n";
     else
-      text += "Earlier turns were condensed to fit the context window. What happened, in order "
-              "(earlier file views and outputs are gone: read files again before editing them):\n";
+      text +=
+          "Earlier turns were condensed to fit the context window. What happened, in order "
+          "(earlier file views and outputs are gone: read files again before editing them):\n";
     for (std::size_t i = 0; i < folded.size(); ++i) {
       const Message& message = folded[i];
       if (message.role == Role::assistant) {

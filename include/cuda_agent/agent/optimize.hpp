@@ -37,23 +37,23 @@
 
 #include "cuda_agent/agent/agent_loop.hpp"
 #include "cuda_agent/agent/agent_observer.hpp"
-#include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
 #include "cuda_agent/compile/compile_driver.hpp"
-#include "cuda_agent/detail/python_interpreter.hpp"
-#include "cuda_agent/profile/harness_profiler.hpp"
-#include "cuda_agent/verify/harness_verifier.hpp"
-#include "cuda_agent/llm_client.hpp"
-#include "cuda_agent/sandbox/process_sandbox.hpp"
-#include "cuda_agent/resources.hpp"
-#include "cuda_agent/evaluate/reward_policies.hpp"
-#include "cuda_agent/task.hpp"
 #include "cuda_agent/compile/compile_tool.hpp"
-#include "cuda_agent/profile/profile_tool.hpp"
-#include "cuda_agent/tools/tools.hpp"
-#include "cuda_agent/verify/verify_tool.hpp"
+#include "cuda_agent/detail/python_interpreter.hpp"
+#include "cuda_agent/evaluate/reward_policies.hpp"
 #include "cuda_agent/evaluate/trusted_evaluator.hpp"
+#include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/profile/harness_profiler.hpp"
+#include "cuda_agent/profile/profile_tool.hpp"
 #include "cuda_agent/profile/worker_timing_launcher.hpp"
+#include "cuda_agent/resources.hpp"
+#include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
+#include "cuda_agent/sandbox/process_sandbox.hpp"
+#include "cuda_agent/task.hpp"
 #include "cuda_agent/tasks/workspace.hpp"
+#include "cuda_agent/tools/tools.hpp"
+#include "cuda_agent/verify/harness_verifier.hpp"
+#include "cuda_agent/verify/verify_tool.hpp"
 
 namespace cuda_agent {
 
@@ -192,7 +192,8 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
   SandboxOptions agent_sandbox_options;
   agent_sandbox_options.workspace = outcome.workspace;
   agent_sandbox_options.protected_paths = {outcome.workspace / "SKILL.md", outcome.workspace / "model.py"};
-  agent_sandbox_options.mounts.push_back(Mount{work / "tool-harness", work / "tool-harness", Mount::Access::read_only, false});
+  agent_sandbox_options.mounts.push_back(
+      Mount{work / "tool-harness", work / "tool-harness", Mount::Access::read_only, false});
   if (cuda) agent_sandbox_options.gpus = {options.gpu};
   S agent_sandbox = make_sandbox(agent_sandbox_options);
 
@@ -211,8 +212,8 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
 
   AgentOptions agent = options.agent;
   agent.output_directory = output;
-  AgentLoop loop(std::move(client), std::move(tools), SandboxRef(agent_sandbox), std::move(evaluator), MilestoneReward{},
-                 std::move(agent));
+  AgentLoop loop(std::move(client), std::move(tools), SandboxRef(agent_sandbox), std::move(evaluator),
+                 MilestoneReward{}, std::move(agent));
   for (AgentObserver* observer : options.observers)
     if (observer) loop.add_observer(*observer);
   note(options.resume ? "resuming the episode" : "starting the episode");
@@ -231,10 +232,12 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
     throw std::invalid_argument("optimize: say where the outputs go (OptimizeOptions::output_directory)");
   options.device = resolve_device(options.device, options.gpu);
   if (options.unconfined)
-    return detail::run_optimization<ProcessSandbox>(task, std::move(client), std::move(options),
-                                                    [](SandboxOptions sandbox) { return ProcessSandbox(std::move(sandbox)); });
-  return detail::run_optimization<AnySandbox>(task, std::move(client), std::move(options),
-                                              [](SandboxOptions sandbox) { return make_default_sandbox(std::move(sandbox)); });
+    return detail::run_optimization<ProcessSandbox>(
+        task, std::move(client), std::move(options),
+        [](SandboxOptions sandbox) { return ProcessSandbox(std::move(sandbox)); });
+  return detail::run_optimization<AnySandbox>(task, std::move(client), std::move(options), [](SandboxOptions sandbox) {
+    return make_default_sandbox(std::move(sandbox));
+  });
 }
 
 }  // namespace cuda_agent

@@ -130,8 +130,8 @@ struct CompileOptions {
   /// Includes that make a file use the frontend header: an include whose name starts with
   /// one of these ("torch/nn" covers torch/nn.h and everything under torch/nn/).
   std::vector<std::string> precompiled_header_frontend_prefixes = {
-      "torch/extension.h", "torch/torch.h", "torch/all.h", "torch/script.h", "torch/nn", "torch/optim",
-      "torch/data", "torch/serialize", "torch/jit", "torch/autograd.h", "torch/fft.h", "torch/linalg.h"};
+      "torch/extension.h", "torch/torch.h",   "torch/all.h", "torch/script.h",   "torch/nn",    "torch/optim",
+      "torch/data",        "torch/serialize", "torch/jit",   "torch/autograd.h", "torch/fft.h", "torch/linalg.h"};
   /// Additional includes of both headers for device "cuda".
   std::vector<std::string> precompiled_header_cuda_includes = {"ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h"};
   /// Optimization of host C++ files. In "cuda" builds they hold bindings: glue whose
@@ -277,8 +277,7 @@ inline std::string file_stamp(const std::filesystem::path& path) {
   if (error) return "missing:" + path.string();
   const auto size = std::filesystem::file_size(canonical, error);
   const auto time = std::filesystem::last_write_time(canonical, error);
-  return canonical.string() + ":" + std::to_string(size) + ":" +
-         std::to_string(time.time_since_epoch().count());
+  return canonical.string() + ":" + std::to_string(size) + ":" + std::to_string(time.time_since_epoch().count());
 }
 
 /// Local `#include "..."` and `#include <...>` targets of a source text.
@@ -326,8 +325,10 @@ inline std::set<std::string> torch_includes(const std::string& unit, const std::
     if (file == files.end()) continue;
     const std::filesystem::path directory = std::filesystem::path(current).parent_path();
     for (const auto& [target, quoted] : includes_of(file->second)) {
-      if (is_torch_include(target)) found.insert(target);
-      else if (quoted) pending.push_back((directory / target).lexically_normal().generic_string());
+      if (is_torch_include(target))
+        found.insert(target);
+      else if (quoted)
+        pending.push_back((directory / target).lexically_normal().generic_string());
     }
   }
   return found;
@@ -567,7 +568,8 @@ class CompileDriver {
     std::map<HeaderTier, std::filesystem::path> precompiled;
     if (options_.precompiled_header)
       for (const auto& tier : tiers)
-        if (tier && !precompiled.contains(*tier)) precompiled[*tier] = precompiled_header(tools, *tier, &result.details);
+        if (tier && !precompiled.contains(*tier))
+          precompiled[*tier] = precompiled_header(tools, *tier, &result.details);
 
     // 3. Compile (or take from the cache) every translation unit, in parallel.
     const auto deadline = detail::compile::Clock::now() + options_.timeout;
@@ -583,9 +585,9 @@ class CompileDriver {
           for (std::size_t index = next++; index < units.size(); index = next++) {
             try {
               const auto header = tiers[index] ? precompiled.find(*tiers[index]) : precompiled.end();
-              outcomes[index] = compile_unit(tools, units[index], kernels, source_root, object_root,
-                                             header != precompiled.end() ? header->second : std::filesystem::path(),
-                                             deadline, stop);
+              outcomes[index] =
+                  compile_unit(tools, units[index], kernels, source_root, object_root,
+                               header != precompiled.end() ? header->second : std::filesystem::path(), deadline, stop);
             } catch (...) {
               errors[index] = std::current_exception();
               stop.request_stop();
@@ -623,9 +625,9 @@ class CompileDriver {
     }
     result.details["units"] = std::move(unit_details);
     if (result.timed_out) {
-      const std::string message = "the build took longer than its limit of " +
-                                  detail::compile::format_seconds(std::chrono::duration<double>(options_.timeout).count()) +
-                                  " and was stopped";
+      const std::string message =
+          "the build took longer than its limit of " +
+          detail::compile::format_seconds(std::chrono::duration<double>(options_.timeout).count()) + " and was stopped";
       return fail("", message);
     }
     if (!all_compiled || std::any_of(outcomes.begin(), outcomes.end(), [](const auto& o) { return o.file.empty(); })) {
@@ -671,8 +673,8 @@ class CompileDriver {
     tools.device = options_.device;
     const auto located = detail::locate_python(options_.python);
     if (!located)
-      throw CompileDriverError("cannot find the Python interpreter '" + detail::configured_python(options_.python).string() +
-                               "' on PATH");
+      throw CompileDriverError("cannot find the Python interpreter '" +
+                               detail::configured_python(options_.python).string() + "' on PATH");
     const std::filesystem::path python = *located;
     tools.python = python;
     const nlohmann::json probe = probe_python(python);
@@ -711,8 +713,8 @@ class CompileDriver {
       // "Cuda compilation tools, release 13.0, V13.0.88" and "Build cuda_13.0.r13.0/compiler...".
       const std::string nvcc_version = compiler_identity({tools.nvcc.string(), "--version"});
       const auto release = nvcc_version.find("release");
-      tools.nvcc_identity = tools.nvcc.string() + ": " +
-                            (release == std::string::npos ? nvcc_version : nvcc_version.substr(release));
+      tools.nvcc_identity =
+          tools.nvcc.string() + ": " + (release == std::string::npos ? nvcc_version : nvcc_version.substr(release));
       std::replace(tools.nvcc_identity.begin(), tools.nvcc_identity.end(), '\n', ' ');
       tools.gpu_architecture = target_architecture(tools);
       if (tools.cudnn_library.empty() && std::filesystem::exists(tools.cuda_home / "lib64" / "libcudnn.so"))
@@ -739,7 +741,8 @@ class CompileDriver {
       try {
         const nlohmann::json entry = nlohmann::json::parse(detail::read_file(cached));
         if (entry.value("python_stamp", "") == identity &&
-            entry.value("torch_stamp", "") == detail::compile::file_stamp(entry.at("probe").value("torch_version_file", "")))
+            entry.value("torch_stamp", "") ==
+                detail::compile::file_stamp(entry.at("probe").value("torch_version_file", "")))
           return entry.at("probe");
       } catch (const std::exception&) {
         // An unreadable entry is replaced below.
@@ -805,7 +808,8 @@ class CompileDriver {
         architecture += "a";
       return architecture;
     }
-    if (architecture.rfind("sm_", 0) != 0 && architecture.rfind("compute_", 0) != 0) architecture = "sm_" + architecture;
+    if (architecture.rfind("sm_", 0) != 0 && architecture.rfind("compute_", 0) != 0)
+      architecture = "sm_" + architecture;
     std::string digits = architecture.substr(architecture.find('_') + 1);
     digits.erase(std::remove(digits.begin(), digits.end(), '.'), digits.end());
     return "sm_" + digits;
@@ -847,19 +851,12 @@ class CompileDriver {
 
   std::vector<std::string> cuda_flags(const Toolchain& tools) const {
     const std::string digits = tools.gpu_architecture.substr(tools.gpu_architecture.find('_') + 1);
-    std::vector<std::string> flags = {"-std=c++17",
-                                      "-O3",
-                                      "-gencode=arch=compute_" + digits + ",code=sm_" + digits,
-                                      "-lineinfo",
-                                      "-ccbin",
-                                      tools.cxx.string(),
-                                      "-Xcompiler=-fPIC,-fvisibility=hidden",
+    std::vector<std::string> flags = {"-std=c++17", "-O3", "-gencode=arch=compute_" + digits + ",code=sm_" + digits,
+                                      "-lineinfo", "-ccbin", tools.cxx.string(), "-Xcompiler=-fPIC,-fvisibility=hidden",
                                       // torch's own defaults for CUDA sources, so that code
                                       // written for torch.utils.cpp_extension builds alike.
-                                      "-D__CUDA_NO_HALF_OPERATORS__",
-                                      "-D__CUDA_NO_HALF_CONVERSIONS__",
-                                      "-D__CUDA_NO_BFLOAT16_CONVERSIONS__",
-                                      "-D__CUDA_NO_HALF2_OPERATORS__",
+                                      "-D__CUDA_NO_HALF_OPERATORS__", "-D__CUDA_NO_HALF_CONVERSIONS__",
+                                      "-D__CUDA_NO_BFLOAT16_CONVERSIONS__", "-D__CUDA_NO_HALF2_OPERATORS__",
                                       "--expt-relaxed-constexpr"};
     for (auto& flag : common_definitions_and_includes(tools)) flags.push_back(std::move(flag));
     flags.insert(flags.end(), options_.extra_cuda_flags.begin(), options_.extra_cuda_flags.end());
@@ -938,15 +935,17 @@ class CompileDriver {
       return header;
     }
     const auto started = detail::compile::Clock::now();
-    auto lock = detail::FileLock::acquire(options_.cache_directory / "pch" / (key + ".lock"),
-                                          options_.precompiled_header_timeout,
-                                          [&] { report("waiting for another process to build the precompiled header"); });
+    auto lock = detail::FileLock::acquire(
+        options_.cache_directory / "pch" / (key + ".lock"), options_.precompiled_header_timeout,
+        [&] { report("waiting for another process to build the precompiled header"); });
     if (!lock) {
       note({{"error", "timed out waiting for another process building it"}});
       return {};
     }
     if (std::filesystem::exists(complete, missing)) {
-      note({{"path", compiled.string()}, {"built_now", false}, {"waited_seconds", detail::compile::seconds_since(started)}});
+      note({{"path", compiled.string()},
+            {"built_now", false},
+            {"waited_seconds", detail::compile::seconds_since(started)}});
       return header;
     }
     report(std::string("building the precompiled torch header for ") +
@@ -997,7 +996,7 @@ class CompileDriver {
     for (const std::string& header : headers) {
       const auto file = files.find(header);
       hash.update("\n").update(header).update("=").update(file == files.end() ? "missing"
-                                                                               : detail::sha256_hex(file->second));
+                                                                              : detail::sha256_hex(file->second));
     }
     return hash.hex_digest();
   }
@@ -1010,7 +1009,8 @@ class CompileDriver {
   }
 
   /// A cached object for `base` whose recorded headers match the snapshot, if any.
-  std::optional<std::string> find_cached(const std::string& base, const std::map<std::string, std::string>& files) const {
+  std::optional<std::string> find_cached(const std::string& base,
+                                         const std::map<std::string, std::string>& files) const {
     std::error_code error;
     const std::filesystem::path directory = manifest_directory(base);
     if (!std::filesystem::is_directory(directory, error)) return std::nullopt;
@@ -1064,7 +1064,8 @@ class CompileDriver {
       return outcome;
     }
 
-    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - detail::compile::Clock::now());
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - detail::compile::Clock::now());
     if (remaining.count() <= 0 || stop.stop_requested()) {
       outcome.file.clear();  // not started
       outcome.timed_out = remaining.count() <= 0;
@@ -1082,8 +1083,8 @@ class CompileDriver {
     Command command;
     command.argv.push_back(cuda ? tools.nvcc.string() : tools.cxx.string());
     command.argv.insert(command.argv.end(), flags.begin(), flags.end());
-    for (const std::string& argument : {std::string("-MD"), std::string("-MF"), depfile.string(), std::string("-c"), unit,
-                                        std::string("-o"), partial.string()})
+    for (const std::string& argument : {std::string("-MD"), std::string("-MF"), depfile.string(), std::string("-c"),
+                                        unit, std::string("-o"), partial.string()})
       command.argv.push_back(argument);
     configure(command, tools, source_root, remaining, stop);
     const CommandResult ran = sandbox_.run(command);
@@ -1153,12 +1154,12 @@ class CompileDriver {
         if (relative != unit) headers.insert(relative);
         continue;
       }
-      const bool toolchain_file =
-          detail::compile::is_under(path, "/usr") || detail::compile::is_under(path, tools.cuda_home) ||
-          detail::compile::is_under(path, tools.torch_directory) ||
-          detail::compile::is_under(path, tools.python_include_directory) ||
-          detail::compile::is_under(path, tools.cudnn_include_directory) ||
-          detail::compile::is_under(path, options_.cache_directory);
+      const bool toolchain_file = detail::compile::is_under(path, "/usr") ||
+                                  detail::compile::is_under(path, tools.cuda_home) ||
+                                  detail::compile::is_under(path, tools.torch_directory) ||
+                                  detail::compile::is_under(path, tools.python_include_directory) ||
+                                  detail::compile::is_under(path, tools.cudnn_include_directory) ||
+                                  detail::compile::is_under(path, options_.cache_directory);
       if (!toolchain_file) {
         outcome.cacheable = false;
         outcome.uncacheable_reason = "includes " + path.string() + ", outside the candidate and the toolchain";
@@ -1176,7 +1177,8 @@ class CompileDriver {
     const std::string key = unit_full_key(base, header_list, files);
     outcome.key = key;
     detail::copy_file_atomically(outcome.object, object_in_cache(key));
-    detail::write_file_atomically(std::filesystem::path(object_in_cache(key)).replace_extension(".log"), outcome.output);
+    detail::write_file_atomically(std::filesystem::path(object_in_cache(key)).replace_extension(".log"),
+                                  outcome.output);
     const std::string variant = detail::sha256_hex(detail::compile::join(header_list, "\n"));
     detail::write_file_atomically(manifest_directory(base) / (variant + ".json"),
                                   nlohmann::json{{"unit", unit}, {"headers", header_list}}.dump());
@@ -1222,9 +1224,8 @@ class CompileDriver {
   template <class Finish, class Fail>
   CompileResult link(const Toolchain& tools, const LibraryPolicy& libraries, const std::filesystem::path& build,
                      const std::vector<std::pair<std::filesystem::path, std::string>>& objects,
-                     detail::compile::Clock::time_point deadline,
-                     std::stop_source& stop, CompileResult& result, detail::HeadTailBuffer& log, Finish& finish,
-                     Fail& fail) {
+                     detail::compile::Clock::time_point deadline, std::stop_source& stop, CompileResult& result,
+                     detail::HeadTailBuffer& log, Finish& finish, Fail& fail) {
     const auto started = detail::compile::Clock::now();
     const std::vector<std::string> flags = link_flags(tools, libraries);
     detail::Sha256 hash;
@@ -1251,7 +1252,8 @@ class CompileDriver {
       }
     }
 
-    const auto remaining = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - detail::compile::Clock::now());
+    const auto remaining =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - detail::compile::Clock::now());
     if (remaining.count() <= 0) {
       result.timed_out = true;
       return fail("", "the build ran out of time before linking");
@@ -1268,11 +1270,13 @@ class CompileDriver {
     configure(command, tools, build / "src", remaining, stop);
     const CommandResult ran = sandbox_.run(command);
     if (!ran.standard_output.text.empty()) log.append("== link\n" + ran.standard_output.text + "\n");
-    for (auto& diagnostic : detail::parse_compiler_diagnostics(ran.standard_output.text, (build / "src").string() + "/"))
+    for (auto& diagnostic :
+         detail::parse_compiler_diagnostics(ran.standard_output.text, (build / "src").string() + "/"))
       result.diagnostics.push_back(std::move(diagnostic));
     if (ran.timed_out) {
       result.timed_out = true;
-      return fail("", "linking was stopped after " + detail::compile::format_seconds(detail::compile::seconds_since(started)) +
+      return fail("", "linking was stopped after " +
+                          detail::compile::format_seconds(detail::compile::seconds_since(started)) +
                           ": the build ran past its limit of " +
                           detail::compile::format_seconds(std::chrono::duration<double>(options_.timeout).count()));
     }
@@ -1291,9 +1295,10 @@ class CompileDriver {
     const std::string entry_point = "PyInit_" + std::string(candidate_extension_name);
     if (std::find(symbols->defined.begin(), symbols->defined.end(), entry_point) == symbols->defined.end()) {
       std::filesystem::remove(partial, error);
-      return fail(std::string(candidate_kernels_directory),
-                  "the extension defines no Python module: add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(...); } "
-                  "to one C++ file under kernels/");
+      return fail(
+          std::string(candidate_kernels_directory),
+          "the extension defines no Python module: add PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def(...); } "
+          "to one C++ file under kernels/");
     }
     std::vector<std::string> violations;
     for (const std::string& symbol : symbols->undefined)
@@ -1303,8 +1308,8 @@ class CompileDriver {
       std::filesystem::remove(partial, error);
       result.details["library_policy_violations"] = violations;
       for (std::size_t i = 1; i < violations.size(); ++i)
-        result.diagnostics.push_back(
-            {std::string(candidate_kernels_directory), 0, 0, DiagnosticSeverity::error, "the extension " + violations[i]});
+        result.diagnostics.push_back({std::string(candidate_kernels_directory), 0, 0, DiagnosticSeverity::error,
+                                      "the extension " + violations[i]});
       return fail(std::string(candidate_kernels_directory), "the extension " + violations[0]);
     }
     std::filesystem::rename(partial, module);

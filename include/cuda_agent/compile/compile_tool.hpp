@@ -37,7 +37,8 @@ struct CompileToolOptions {
 
 /// Formats a build for a model: the outcome in one line, then the located diagnostics
 /// ("kernels/relu.cu:12:5: error: ..."), errors first, capped.
-[[nodiscard]] inline std::string describe_compile_result(const CompileResult& result, std::size_t max_diagnostics = 30) {
+[[nodiscard]] inline std::string describe_compile_result(const CompileResult& result,
+                                                         std::size_t max_diagnostics = 30) {
   std::size_t errors = 0;
   std::size_t warnings = 0;
   for (const Diagnostic& diagnostic : result.diagnostics) {
@@ -61,7 +62,8 @@ struct CompileToolOptions {
   }
 
   std::size_t shown = 0;
-  for (const DiagnosticSeverity severity : {DiagnosticSeverity::error, DiagnosticSeverity::warning, DiagnosticSeverity::note}) {
+  for (const DiagnosticSeverity severity :
+       {DiagnosticSeverity::error, DiagnosticSeverity::warning, DiagnosticSeverity::note}) {
     for (const Diagnostic& diagnostic : result.diagnostics) {
       if (diagnostic.severity != severity) continue;
       if (shown == max_diagnostics) break;
@@ -132,7 +134,9 @@ class CompileTool {
     if (with_log) {
       const std::string& log = result.log;
       text += "\nCompiler output" +
-              std::string(log.size() > options_.max_log_bytes ? " (last " + std::to_string(options_.max_log_bytes) + " bytes)" : "") +
+              std::string(log.size() > options_.max_log_bytes
+                              ? " (last " + std::to_string(options_.max_log_bytes) + " bytes)"
+                              : "") +
               ":\n" + log.substr(log.size() > options_.max_log_bytes ? log.size() - options_.max_log_bytes : 0);
     }
     nlohmann::json metadata = result;

@@ -7,10 +7,10 @@
 /// for the flush buffer, clocks for throttling checks, memory for sizing inputs).
 /// Component `cuda` (links CUDA::cudart).
 
-#include <cstddef>      // size_t
-#include <stdexcept>    // runtime_error
-#include <string>       // string, to_string
-#include <vector>       // vector
+#include <cstddef>    // size_t
+#include <stdexcept>  // runtime_error
+#include <string>     // string, to_string
+#include <vector>     // vector
 
 #include <cuda_runtime_api.h>
 
@@ -46,8 +46,7 @@ struct DeviceInfo {
 class CudaError : public std::runtime_error {
  public:
   CudaError(cudaError_t code, const std::string& what)
-      : std::runtime_error(what + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")"),
-        code_(code) {}
+      : std::runtime_error(what + ": " + cudaGetErrorName(code) + " (" + cudaGetErrorString(code) + ")"), code_(code) {}
   [[nodiscard]] cudaError_t code() const noexcept { return code_; }
 
  private:

@@ -188,8 +188,8 @@ inline std::string read_descriptor(int fd, std::size_t limit, const std::string&
 }
 
 inline void walk(int directory_fd, const std::string& prefix, std::size_t depth, const TreeReadLimits& limits,
-                 const std::function<bool(const std::string&)>& wanted, const std::string& root_name,
-                 TreeContents& out, std::size_t& total_bytes) {
+                 const std::function<bool(const std::string&)>& wanted, const std::string& root_name, TreeContents& out,
+                 std::size_t& total_bytes) {
   const int listing_fd = ::dup(directory_fd);
   if (listing_fd < 0) throw std::runtime_error("cannot read directory " + root_name + "/" + prefix);
   DIR* listing = ::fdopendir(listing_fd);

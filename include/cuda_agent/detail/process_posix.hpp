@@ -3,26 +3,26 @@
 
 // POSIX implementation of cuda_agent/process.hpp. Included from there; not a public header.
 
-#include <algorithm>  // max, min
-#include <array>      // array
-#include <atomic>     // atomic
-#include <cerrno>     // errno, EINTR, EAGAIN, ECHILD
-#include <chrono>     // steady_clock
-#include <csignal>    // kill, SIGTERM, SIGKILL, sigset_t
-#include <optional>   // optional
-#include <stop_token> // stop_callback
-#include <cstring>    // strerror, strlen
-#include <string>     // string
+#include <algorithm>   // max, min
+#include <array>       // array
+#include <atomic>      // atomic
+#include <cerrno>      // errno, EINTR, EAGAIN, ECHILD
+#include <chrono>      // steady_clock
+#include <csignal>     // kill, SIGTERM, SIGKILL, sigset_t
+#include <cstring>     // strerror, strlen
+#include <optional>    // optional
+#include <stop_token>  // stop_callback
+#include <string>      // string
 
 #include <fcntl.h>         // fcntl, O_CLOEXEC, O_NONBLOCK, open
+#include <grp.h>           // setgroups
 #include <poll.h>          // poll, pollfd
+#include <pthread.h>       // pthread_sigmask
 #include <sys/prctl.h>     // prctl, PR_SET_PDEATHSIG
 #include <sys/resource.h>  // setrlimit, rusage
 #include <sys/syscall.h>   // SYS_pidfd_open, SYS_close_range
 #include <sys/wait.h>      // wait4, waitid
-#include <pthread.h>       // pthread_sigmask
 #include <unistd.h>        // fork, execve, pipe2, dup2, setpgid, setsid, setresuid, ...
-#include <grp.h>           // setgroups
 
 #include "cuda_agent/detail/head_tail_buffer.hpp"
 
@@ -110,15 +110,24 @@ enum ChildStage : int {
 
 inline const char* child_stage_name(int stage) noexcept {
   switch (stage) {
-    case stage_process_group: return "create its process group";
-    case stage_cgroup: return "join its cgroup";
-    case stage_redirect: return "redirect its standard streams";
-    case stage_rlimit: return "apply its resource limits";
-    case stage_credentials: return "drop its credentials";
-    case stage_chdir: return "enter its working directory";
-    case stage_close_fds: return "close inherited descriptors";
-    case stage_exec: return "execute";
-    default: return "start";
+    case stage_process_group:
+      return "create its process group";
+    case stage_cgroup:
+      return "join its cgroup";
+    case stage_redirect:
+      return "redirect its standard streams";
+    case stage_rlimit:
+      return "apply its resource limits";
+    case stage_credentials:
+      return "drop its credentials";
+    case stage_chdir:
+      return "enter its working directory";
+    case stage_close_fds:
+      return "close inherited descriptors";
+    case stage_exec:
+      return "execute";
+    default:
+      return "start";
   }
 }
 
@@ -196,8 +205,7 @@ struct PreparedChild {
     if (::setgroups(0, nullptr) != 0 || ::setresgid(*setup.gid, *setup.gid, *setup.gid) != 0)
       child_fail(child.error_fd, stage_credentials);
   }
-  if (setup.uid && ::setresuid(*setup.uid, *setup.uid, *setup.uid) != 0)
-    child_fail(child.error_fd, stage_credentials);
+  if (setup.uid && ::setresuid(*setup.uid, *setup.uid, *setup.uid) != 0) child_fail(child.error_fd, stage_credentials);
   // After the credential change, which would clear it.
   if (setup.die_with_parent) ::prctl(PR_SET_PDEATHSIG, SIGKILL);
 
@@ -275,22 +283,38 @@ class StopWakeup {
 
 inline std::string signal_name(int signal_number) {
   switch (signal_number) {
-    case SIGHUP: return "SIGHUP";
-    case SIGINT: return "SIGINT";
-    case SIGQUIT: return "SIGQUIT";
-    case SIGILL: return "SIGILL";
-    case SIGABRT: return "SIGABRT";
-    case SIGBUS: return "SIGBUS";
-    case SIGFPE: return "SIGFPE";
-    case SIGKILL: return "SIGKILL";
-    case SIGSEGV: return "SIGSEGV";
-    case SIGPIPE: return "SIGPIPE";
-    case SIGALRM: return "SIGALRM";
-    case SIGTERM: return "SIGTERM";
-    case SIGXCPU: return "SIGXCPU";
-    case SIGXFSZ: return "SIGXFSZ";
-    case SIGSYS: return "SIGSYS";
-    default: return "signal " + std::to_string(signal_number);
+    case SIGHUP:
+      return "SIGHUP";
+    case SIGINT:
+      return "SIGINT";
+    case SIGQUIT:
+      return "SIGQUIT";
+    case SIGILL:
+      return "SIGILL";
+    case SIGABRT:
+      return "SIGABRT";
+    case SIGBUS:
+      return "SIGBUS";
+    case SIGFPE:
+      return "SIGFPE";
+    case SIGKILL:
+      return "SIGKILL";
+    case SIGSEGV:
+      return "SIGSEGV";
+    case SIGPIPE:
+      return "SIGPIPE";
+    case SIGALRM:
+      return "SIGALRM";
+    case SIGTERM:
+      return "SIGTERM";
+    case SIGXCPU:
+      return "SIGXCPU";
+    case SIGXFSZ:
+      return "SIGXFSZ";
+    case SIGSYS:
+      return "SIGSYS";
+    default:
+      return "signal " + std::to_string(signal_number);
   }
 }
 
@@ -317,8 +341,7 @@ inline Environment Environment::inherit_all() {
   return result;
 }
 
-inline std::optional<std::filesystem::path> find_program(std::string_view program,
-                                                         const Environment& environment) {
+inline std::optional<std::filesystem::path> find_program(std::string_view program, const Environment& environment) {
   if (program.empty()) return std::nullopt;
   if (program.find('/') != std::string_view::npos) return std::filesystem::path(program);
   const std::string search = environment.get("PATH").value_or("/usr/local/bin:/usr/bin:/bin");
@@ -447,8 +470,7 @@ inline ProcessResult run_process(const ProcessSpec& spec) {
   // zombie, because its pid (and so the group id) cannot be reused before it is reaped.
   auto try_reap = [&]() {
     siginfo_t info{};
-    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0)
-      return;
+    if (::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) != 0 || info.si_pid == 0) return;
     if (spec.kill_group_on_exit || kill_at) ::kill(-group, SIGKILL);
     pid_t reaped;
     do {
@@ -508,9 +530,12 @@ inline ProcessResult run_process(const ProcessSpec& spec) {
           buffer.append(std::string_view(chunk.data(), static_cast<std::size_t>(n)));
           continue;
         }
-        if (n == 0) fd.reset();
-        else if (errno == EINTR) continue;
-        else if (errno != EAGAIN && errno != EWOULDBLOCK) fd.reset();
+        if (n == 0)
+          fd.reset();
+        else if (errno == EINTR)
+          continue;
+        else if (errno != EAGAIN && errno != EWOULDBLOCK)
+          fd.reset();
         return;
       }
     };
@@ -519,7 +544,8 @@ inline ProcessResult run_process(const ProcessSpec& spec) {
 
     if (input.write) {
       const std::string& data = *spec.stdin_data;
-      const ssize_t n = write_without_sigpipe(input.write.get(), data.data() + input_offset, data.size() - input_offset);
+      const ssize_t n =
+          write_without_sigpipe(input.write.get(), data.data() + input_offset, data.size() - input_offset);
       if (n > 0) input_offset += static_cast<std::size_t>(n);
       if ((n < 0 && errno != EAGAIN && errno != EWOULDBLOCK) || input_offset == data.size()) input.write.reset();
     }
@@ -531,7 +557,8 @@ inline ProcessResult run_process(const ProcessSpec& spec) {
   if (WIFSIGNALED(wait_status)) result.signal = WTERMSIG(wait_status);
   result.standard_output = {out_buffer.text(), out_buffer.total_bytes(), out_buffer.elided_bytes()};
   result.standard_error = {err_buffer.text(), err_buffer.total_bytes(), err_buffer.elided_bytes()};
-  result.user_cpu_time = std::chrono::seconds(usage.ru_utime.tv_sec) + std::chrono::microseconds(usage.ru_utime.tv_usec);
+  result.user_cpu_time =
+      std::chrono::seconds(usage.ru_utime.tv_sec) + std::chrono::microseconds(usage.ru_utime.tv_usec);
   result.system_cpu_time =
       std::chrono::seconds(usage.ru_stime.tv_sec) + std::chrono::microseconds(usage.ru_stime.tv_usec);
   result.max_resident_kib = usage.ru_maxrss;
@@ -540,9 +567,12 @@ inline ProcessResult run_process(const ProcessSpec& spec) {
 
 inline std::string describe_exit(const ProcessResult& result) {
   std::string text;
-  if (result.signal) text = "killed by " + detail::signal_name(*result.signal);
-  else if (result.exit_code) text = "exit code " + std::to_string(*result.exit_code);
-  else text = "unknown status";
+  if (result.signal)
+    text = "killed by " + detail::signal_name(*result.signal);
+  else if (result.exit_code)
+    text = "exit code " + std::to_string(*result.exit_code);
+  else
+    text = "unknown status";
   if (result.timed_out) text += " after its deadline";
   if (result.cancelled) text += " after cancellation";
   return text;

@@ -26,8 +26,8 @@ inline std::string describe_speedup(const SpeedupEstimate& estimate) {
   std::ostringstream text;
   text.precision(3);
   text << estimate.speedup << "x [" << estimate.interval_low << ", " << estimate.interval_high << "] "
-       << to_string(estimate.verdict) << " against " << estimate.baseline << " (threshold "
-       << estimate.threshold * 100 << "%)";
+       << to_string(estimate.verdict) << " against " << estimate.baseline << " (threshold " << estimate.threshold * 100
+       << "%)";
   return text.str();
 }
 
@@ -80,11 +80,11 @@ class MilestoneReward {
     if (profile == nullptr || !profile->versus_eager)
       return {1, "correct", "correct; no timing against eager, so no speed milestone"};
     if (!profile->rewardable)
-      return {1, "correct", "correct; " + detail::describe_speedup(*profile->versus_eager) +
-                                ", measured with host timers, which earn no speed milestone"};
+      return {1, "correct",
+              "correct; " + detail::describe_speedup(*profile->versus_eager) +
+                  ", measured with host timers, which earn no speed milestone"};
     const SpeedupEstimate& eager = *profile->versus_eager;
-    if (eager.verdict != Verdict::faster)
-      return {1, "correct", "correct; " + detail::describe_speedup(eager)};
+    if (eager.verdict != Verdict::faster) return {1, "correct", "correct; " + detail::describe_speedup(eager)};
     if (!profile->versus_compile)
       return {2, "faster_than_eager", detail::describe_speedup(eager) + "; no timing against compile"};
     const SpeedupEstimate& compiled = *profile->versus_compile;
@@ -131,8 +131,7 @@ class SpeedupReward {
       if (chosen) estimate = &*chosen;
     }
     if (estimate == nullptr || !std::isfinite(estimate->speedup) || estimate->speedup <= 0)
-      return {options_.unmeasured_value, "correct_unmeasured",
-              "correct; no timing against " + options_.baseline};
+      return {options_.unmeasured_value, "correct_unmeasured", "correct; no timing against " + options_.baseline};
     const double value = estimate->speedup < options_.maximum ? estimate->speedup : options_.maximum;
     return {value, "speedup", detail::describe_speedup(*estimate)};
   }

@@ -28,10 +28,10 @@
 #include "cuda_agent/compile/compile_driver.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/evaluator.hpp"
-#include "cuda_agent/verify/harness_verifier.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/verifier.hpp"
+#include "cuda_agent/verify/harness_verifier.hpp"
 
 namespace cuda_agent {
 
@@ -50,8 +50,8 @@ struct TrustedEvaluatorOptions {
 template <Verifier V = HarnessVerifier, Sandbox S = AnySandbox>
 class TrustedEvaluator {
  public:
-  TrustedEvaluator(std::shared_ptr<CompileDriver<S>> compiler, V verifier, std::optional<AnyProfiler> profiler = std::nullopt,
-                   TrustedEvaluatorOptions options = {})
+  TrustedEvaluator(std::shared_ptr<CompileDriver<S>> compiler, V verifier,
+                   std::optional<AnyProfiler> profiler = std::nullopt, TrustedEvaluatorOptions options = {})
       : compiler_(std::move(compiler)),
         verifier_(std::move(verifier)),
         profiler_(std::move(profiler)),
@@ -69,7 +69,8 @@ class TrustedEvaluator {
 
   [[nodiscard]] Evaluation evaluate(const Task& task, const std::filesystem::path& candidate_directory) {
     Evaluation evaluation;
-    const std::filesystem::path root = options_.work_directory / (std::to_string(++count_) + "-" + detail::random_hex(4));
+    const std::filesystem::path root =
+        options_.work_directory / (std::to_string(++count_) + "-" + detail::random_hex(4));
     const std::filesystem::path source = root / "source";
     const std::filesystem::path build = root / "build";
     struct Cleanup {
@@ -111,8 +112,8 @@ class TrustedEvaluator {
           return evaluation;
         }
       } catch (const std::exception& error) {
-        evaluation.verification = rejection(RejectionReason::harness_error,
-                                            std::string("the static checks could not run: ") + error.what());
+        evaluation.verification =
+            rejection(RejectionReason::harness_error, std::string("the static checks could not run: ") + error.what());
         return evaluation;
       }
     }
@@ -121,8 +122,8 @@ class TrustedEvaluator {
     report("compiling");
     try {
       if constexpr (LibraryPolicyVerifier<V>)
-        evaluation.compile =
-            compiler_->build(source, build, verifier_.library_policy(task).intersection(compiler_->options().libraries));
+        evaluation.compile = compiler_->build(
+            source, build, verifier_.library_policy(task).intersection(compiler_->options().libraries));
       else
         evaluation.compile = compiler_->build(source, build);
     } catch (const std::exception& error) {
@@ -140,8 +141,8 @@ class TrustedEvaluator {
       std::string message = "the extension " + refused->front().get<std::string>();
       if (refused->size() > 1) message += " (and " + std::to_string(refused->size() - 1) + " more)";
       VerificationResult result;
-      result.rejection = Rejection{RejectionReason::forbidden_symbol, std::move(message),
-                                   {{"stage", "link"}, {"violations", *refused}}};
+      result.rejection = Rejection{
+          RejectionReason::forbidden_symbol, std::move(message), {{"stage", "link"}, {"violations", *refused}}};
       evaluation.verification = std::move(result);
       return evaluation;
     }
@@ -153,8 +154,9 @@ class TrustedEvaluator {
     try {
       evaluation.verification = verifier_.verify(task, candidate);
     } catch (const std::exception& error) {
-      evaluation.verification = rejection(RejectionReason::harness_error,
-                                          std::string("the verifier failed (not the candidate's fault): ") + error.what());
+      evaluation.verification =
+          rejection(RejectionReason::harness_error,
+                    std::string("the verifier failed (not the candidate's fault): ") + error.what());
       return evaluation;
     }
     if (!evaluation.verification->correct || !profiler_) return evaluation;
@@ -166,7 +168,8 @@ class TrustedEvaluator {
     } catch (const std::exception& error) {
       ProfileResult failed;
       failed.rejection = Rejection{RejectionReason::harness_error,
-                                   std::string("the profiler failed (not the candidate's fault): ") + error.what(), {}};
+                                   std::string("the profiler failed (not the candidate's fault): ") + error.what(),
+                                   {}};
       evaluation.profile = std::move(failed);
     }
     return evaluation;

@@ -18,10 +18,10 @@
 #include <utility>      // move
 #include <vector>       // vector
 
-#include "cuda_agent/llm/detail/anthropic_wire.hpp"
 #include "cuda_agent/http/curl_transport.hpp"
-#include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/llm/detail/anthropic_wire.hpp"
 #include "cuda_agent/llm/llm_transport.hpp"
+#include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/message.hpp"
 
 namespace cuda_agent::http {
@@ -74,15 +74,16 @@ class AnthropicClient {
 
   /// One chat turn. Safe to call from several threads at once.
   [[nodiscard]] ChatResponse complete(const ChatRequest& request) const {
-    return endpoint_.call<detail::AnthropicStreamAssembler>(
-        request_body(request), request, [](const nlohmann::json& json, const std::string& origin) {
-          return detail::parse_anthropic_response(json, origin);
-        });
+    return endpoint_.call<detail::AnthropicStreamAssembler>(request_body(request), request,
+                                                            [](const nlohmann::json& json, const std::string& origin) {
+                                                              return detail::parse_anthropic_response(json, origin);
+                                                            });
   }
 
  private:
   static AnthropicOptions checked(AnthropicOptions options) {
-    if (options.model.empty()) throw std::invalid_argument("AnthropicClient needs a model name (AnthropicOptions::model)");
+    if (options.model.empty())
+      throw std::invalid_argument("AnthropicClient needs a model name (AnthropicOptions::model)");
     if (options.base_url.empty()) throw std::invalid_argument("AnthropicClient needs a base URL");
     return options;
   }

@@ -116,7 +116,8 @@ class CurlTransport {
     const auto& timeouts = state_->options.timeouts;
     if (outcome == Outcome::idle)
       throw detail::LlmFailure(LlmErrorKind::retriable, std::string(origin) + ": no data for " +
-                                                            seconds(timeouts.idle) + " (idle timeout); gave up on the connection");
+                                                            seconds(timeouts.idle) +
+                                                            " (idle timeout); gave up on the connection");
     if (lease.code() != CURLE_OK) throw transport_failure(lease.code(), error_buffer, lease.easy(), origin);
     return std::move(transfer.result);
   }
@@ -235,7 +236,8 @@ class CurlTransport {
     if (line.starts_with("HTTP/")) {  // a new status line (after 1xx, or a proxy's CONNECT answer)
       transfer.result.headers.clear();
       const auto space = line.find(' ');
-      transfer.result.status = space == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(space + 1, 3)).c_str());
+      transfer.result.status =
+          space == std::string_view::npos ? 0 : std::atoi(std::string(line.substr(space + 1, 3)).c_str());
     } else if (const auto colon = line.find(':'); colon != std::string_view::npos) {
       transfer.result.headers[detail::lowercase_ascii(detail::trim_http_whitespace(line.substr(0, colon)))] =
           std::string(detail::trim_http_whitespace(line.substr(colon + 1)));
@@ -262,8 +264,8 @@ class CurlTransport {
     return bytes;
   }
 
-  void configure(CURL* easy, const std::string& url, curl_slist* headers, const std::string& body,
-                 Transfer& transfer, char* error_buffer) const {
+  void configure(CURL* easy, const std::string& url, curl_slist* headers, const std::string& body, Transfer& transfer,
+                 char* error_buffer) const {
     const TransportOptions& options = state_->options;
     curl_easy_setopt(easy, CURLOPT_URL, url.c_str());
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -294,8 +296,10 @@ class CurlTransport {
     curl_easy_setopt(easy, CURLOPT_SSL_VERIFYHOST, tls.verify_host ? 2L : 0L);
 
     const ProxyOptions& proxy = options.proxy;
-    if (!proxy.url.empty()) curl_easy_setopt(easy, CURLOPT_PROXY, proxy.url.c_str());
-    else if (!proxy.use_environment) curl_easy_setopt(easy, CURLOPT_PROXY, "");  // "" turns the environment off
+    if (!proxy.url.empty())
+      curl_easy_setopt(easy, CURLOPT_PROXY, proxy.url.c_str());
+    else if (!proxy.use_environment)
+      curl_easy_setopt(easy, CURLOPT_PROXY, "");  // "" turns the environment off
     if (!proxy.no_proxy.empty()) curl_easy_setopt(easy, CURLOPT_NOPROXY, proxy.no_proxy.c_str());
   }
 
@@ -349,8 +353,9 @@ class CurlTransport {
         curl_easy_getinfo(easy, CURLINFO_CONNECT_TIME_T, &connected);
         const auto& timeouts = state_->options.timeouts;
         return detail::LlmFailure(LlmErrorKind::retriable,
-                                  prefix + (connected == 0 ? "could not connect within " + seconds(timeouts.connect)
-                                                           : "no complete answer within " + seconds(timeouts.total)) +
+                                  prefix +
+                                      (connected == 0 ? "could not connect within " + seconds(timeouts.connect)
+                                                      : "no complete answer within " + seconds(timeouts.total)) +
                                       " (" + detail + ")");
       }
       default:
@@ -378,7 +383,10 @@ struct HttpChatEndpoint {
   /// key passed in the options.
   HttpChatEndpoint(const TransportOptions& options, std::string endpoint_url, std::string origin, bool streaming,
                    const std::string& key_source)
-      : transport(options), url(std::move(endpoint_url)), name(std::move(origin)), stream(streaming),
+      : transport(options),
+        url(std::move(endpoint_url)),
+        name(std::move(origin)),
+        stream(streaming),
         auth_hint(key_source.empty() ? "check the API key passed in the client options"
                                      : "check the API key in $" + key_source) {
     headers = {"Content-Type: application/json", stream ? "Accept: text/event-stream" : "Accept: application/json"};
@@ -416,8 +424,10 @@ struct HttpChatEndpoint {
             event_stream = type == response_headers.end() ||
                            lowercase_ascii(type->second).find("application/json") == std::string::npos;
           }
-          if (*event_stream) parser.feed(bytes, [&](SseEvent&& event) { assembler.on_event(event); });
-          else whole.append(bytes);
+          if (*event_stream)
+            parser.feed(bytes, [&](SseEvent&& event) { assembler.on_event(event); });
+          else
+            whole.append(bytes);
         };
       http::HttpResult result = transport.post(url, headers, body, sink, request.cancellation, name);
       if (result.status < 200 || result.status >= 300)

@@ -18,9 +18,9 @@
 
 #include "cuda_agent/http/anthropic_client.hpp"
 #include "cuda_agent/http/openai_client.hpp"
-#include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/llm/llm_spec.hpp"
 #include "cuda_agent/llm/llm_transport.hpp"
+#include "cuda_agent/llm_client.hpp"
 
 namespace cuda_agent::http {
 
@@ -29,7 +29,8 @@ namespace cuda_agent::http {
   if (const auto total = spec.seconds("timeout")) options.timeouts.total = *total;
   if (const auto connect = spec.seconds("connect_timeout")) options.timeouts.connect = *connect;
   if (const auto idle = spec.seconds("idle_timeout")) options.timeouts.idle = *idle;
-  if (const auto retries = spec.integer("retries")) options.retry.max_retries = static_cast<int>(std::min<std::int64_t>(*retries, 100));
+  if (const auto retries = spec.integer("retries"))
+    options.retry.max_retries = static_cast<int>(std::min<std::int64_t>(*retries, 100));
   if (const auto file = spec.option("ca_file")) options.tls.ca_file = *file;
   if (const auto path = spec.option("ca_path")) options.tls.ca_path = *path;
   if (const auto verify = spec.flag("verify_peer")) options.tls.verify_peer = *verify;
@@ -57,13 +58,20 @@ namespace cuda_agent::http {
       return AnthropicClient(std::move(options));
     }
     OpenAiOptions options;
-    if (spec.provider == "openai") options.dialect = OpenAiDialect::openai;
-    else if (spec.provider == "vllm") options.dialect = OpenAiDialect::vllm;
-    else if (spec.provider == "sglang") options.dialect = OpenAiDialect::sglang;
-    else if (spec.provider == "llama-server") options.dialect = OpenAiDialect::llama_server;
-    else if (spec.provider == "ollama") options.dialect = OpenAiDialect::ollama;
-    else if (spec.provider == "openai-compatible") options.dialect = OpenAiDialect::generic;
-    else throw LlmSpecError(spec.error_prefix() + "'" + spec.provider + "' is not an HTTP provider");
+    if (spec.provider == "openai")
+      options.dialect = OpenAiDialect::openai;
+    else if (spec.provider == "vllm")
+      options.dialect = OpenAiDialect::vllm;
+    else if (spec.provider == "sglang")
+      options.dialect = OpenAiDialect::sglang;
+    else if (spec.provider == "llama-server")
+      options.dialect = OpenAiDialect::llama_server;
+    else if (spec.provider == "ollama")
+      options.dialect = OpenAiDialect::ollama;
+    else if (spec.provider == "openai-compatible")
+      options.dialect = OpenAiDialect::generic;
+    else
+      throw LlmSpecError(spec.error_prefix() + "'" + spec.provider + "' is not an HTTP provider");
     options.model = spec.model;
     options.base_url = spec.base_url;
     if (const auto variable = spec.option("api_key_env")) options.api_key_env = *variable;
@@ -80,13 +88,15 @@ namespace cuda_agent::http {
     return OpenAiClient(std::move(options));
   } catch (const LlmError& error) {
     // A missing key: say how to name another variable from the spec itself.
-    throw LlmError(error.kind(), spec.error_prefix() + error.what() + ", or name another variable with ?api_key_env=NAME");
+    throw LlmError(error.kind(),
+                   spec.error_prefix() + error.what() + ", or name another variable with ?api_key_env=NAME");
   }
 }
 
 /// Builds the client any spec names (HTTP, replay, scripted).
 [[nodiscard]] inline AnyLlmClient make_llm_client(const LlmSpec& spec, const TransportOptions& base = {}) {
-  return cuda_agent::make_llm_client(spec, [&base](const LlmSpec& http_spec) { return make_http_client(http_spec, base); });
+  return cuda_agent::make_llm_client(spec,
+                                     [&base](const LlmSpec& http_spec) { return make_http_client(http_spec, base); });
 }
 
 [[nodiscard]] inline AnyLlmClient make_llm_client(std::string_view spec, const TransportOptions& base = {}) {

@@ -22,10 +22,10 @@
 #include <utility>      // move
 #include <vector>       // vector
 
-#include "cuda_agent/llm/detail/openai_wire.hpp"
 #include "cuda_agent/http/curl_transport.hpp"
-#include "cuda_agent/llm_client.hpp"
+#include "cuda_agent/llm/detail/openai_wire.hpp"
 #include "cuda_agent/llm/llm_transport.hpp"
+#include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/message.hpp"
 
 namespace cuda_agent::http {
@@ -35,12 +35,18 @@ enum class OpenAiDialect { openai, vllm, sglang, llama_server, ollama, generic }
 
 [[nodiscard]] constexpr std::string_view to_string(OpenAiDialect dialect) noexcept {
   switch (dialect) {
-    case OpenAiDialect::openai: return "openai";
-    case OpenAiDialect::vllm: return "vllm";
-    case OpenAiDialect::sglang: return "sglang";
-    case OpenAiDialect::llama_server: return "llama-server";
-    case OpenAiDialect::ollama: return "ollama";
-    case OpenAiDialect::generic: return "openai-compatible";
+    case OpenAiDialect::openai:
+      return "openai";
+    case OpenAiDialect::vllm:
+      return "vllm";
+    case OpenAiDialect::sglang:
+      return "sglang";
+    case OpenAiDialect::llama_server:
+      return "llama-server";
+    case OpenAiDialect::ollama:
+      return "ollama";
+    case OpenAiDialect::generic:
+      return "openai-compatible";
   }
   return "openai-compatible";
 }
@@ -113,7 +119,8 @@ struct OpenAiOptions {
 
 class OpenAiClient {
  public:
-  explicit OpenAiClient(OpenAiOptions options) : options_(complete_options(std::move(options))), endpoint_(make_endpoint(options_)) {
+  explicit OpenAiClient(OpenAiOptions options)
+      : options_(complete_options(std::move(options))), endpoint_(make_endpoint(options_)) {
     const OpenAiDialectDefaults defaults = dialect_defaults(options_.dialect);
     const std::string key = resolve_api_key(options_.api_key, options_.api_key_env, defaults.api_key_required,
                                             defaults.placeholder_api_key, endpoint_.name);
@@ -140,9 +147,10 @@ class OpenAiClient {
 
   /// One chat turn. Safe to call from several threads at once.
   [[nodiscard]] ChatResponse complete(const ChatRequest& request) const {
-    return endpoint_.call<detail::OpenAiStreamAssembler>(
-        request_body(request), request,
-        [](const nlohmann::json& json, const std::string& origin) { return detail::parse_openai_response(json, origin); });
+    return endpoint_.call<detail::OpenAiStreamAssembler>(request_body(request), request,
+                                                         [](const nlohmann::json& json, const std::string& origin) {
+                                                           return detail::parse_openai_response(json, origin);
+                                                         });
   }
 
  private:
@@ -151,7 +159,8 @@ class OpenAiClient {
     if (options.model.empty()) throw std::invalid_argument("OpenAiClient needs a model name (OpenAiOptions::model)");
     if (options.base_url.empty()) options.base_url = defaults.base_url;
     if (options.base_url.empty())
-      throw std::invalid_argument("OpenAiClient: an OpenAI-compatible server needs a base URL (OpenAiOptions::base_url)");
+      throw std::invalid_argument(
+          "OpenAiClient: an OpenAI-compatible server needs a base URL (OpenAiOptions::base_url)");
     if (options.api_key_env.empty()) options.api_key_env = defaults.api_key_env;
     return options;
   }

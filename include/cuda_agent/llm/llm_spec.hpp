@@ -44,24 +44,24 @@
 /// `cuda_agent::http::make_llm_client` (cuda_agent/http/make_client.hpp, target
 /// `cuda_agent::http`) builds all of them.
 
-#include <algorithm>    // find, find_if
-#include <charconv>     // from_chars
-#include <chrono>       // milliseconds
-#include <cstdint>      // int64_t
-#include <filesystem>   // path
-#include <functional>   // function
-#include <map>          // map
-#include <optional>     // optional
-#include <stdexcept>    // invalid_argument
-#include <string>       // string
-#include <string_view>  // string_view
-#include <system_error> // errc
-#include <utility>      // move
-#include <vector>       // vector
+#include <algorithm>     // find, find_if
+#include <charconv>      // from_chars
+#include <chrono>        // milliseconds
+#include <cstdint>       // int64_t
+#include <filesystem>    // path
+#include <functional>    // function
+#include <map>           // map
+#include <optional>      // optional
+#include <stdexcept>     // invalid_argument
+#include <string>        // string
+#include <string_view>   // string_view
+#include <system_error>  // errc
+#include <utility>       // move
+#include <vector>        // vector
 
-#include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/llm/replay_client.hpp"
 #include "cuda_agent/llm/scripted_client.hpp"
+#include "cuda_agent/llm_client.hpp"
 
 namespace cuda_agent {
 
@@ -137,18 +137,21 @@ struct LlmProviderInfo {
 };
 
 [[nodiscard]] inline std::vector<LlmProviderInfo> llm_providers() {
-  const std::vector<std::string_view> http = {"api_key_env", "stream",  "max_tokens", "timeout",
-                                              "connect_timeout", "idle_timeout", "retries", "ca_file",
-                                              "ca_path", "verify_peer", "proxy", "no_proxy"};
+  const std::vector<std::string_view> http = {"api_key_env",     "stream",       "max_tokens", "timeout",
+                                              "connect_timeout", "idle_timeout", "retries",    "ca_file",
+                                              "ca_path",         "verify_peer",  "proxy",      "no_proxy"};
   const auto with = [&](std::vector<std::string_view> more) {
     more.insert(more.begin(), http.begin(), http.end());
     return more;
   };
   const auto compatible = with({"parallel_tool_calls", "max_tokens_field", "reasoning_echo"});
   return {
-      {"openai", true, compatible},       {"vllm", true, compatible},
-      {"sglang", true, compatible},       {"llama-server", true, compatible},
-      {"ollama", true, compatible},       {"openai-compatible", true, compatible},
+      {"openai", true, compatible},
+      {"vllm", true, compatible},
+      {"sglang", true, compatible},
+      {"llama-server", true, compatible},
+      {"ollama", true, compatible},
+      {"openai-compatible", true, compatible},
       {"anthropic", true, with({"thinking"})},
       {"replay", false, {"strict", "mask_numbers"}},
       {"scripted", false, {}},
@@ -171,8 +174,8 @@ struct LlmProviderInfo {
   if (colon == std::string_view::npos || colon == 0)
     throw LlmSpecError(prefix + "expected <provider>:<model>[@<base-url>] or replay:<file> (providers: " + known + ")");
   spec.provider = std::string(text.substr(0, colon));
-  const auto provider = std::find_if(providers.begin(), providers.end(),
-                                     [&](const auto& info) { return info.name == spec.provider; });
+  const auto provider =
+      std::find_if(providers.begin(), providers.end(), [&](const auto& info) { return info.name == spec.provider; });
   if (provider == providers.end())
     throw LlmSpecError(prefix + "unknown provider '" + spec.provider + "' (known: " + known + ")");
 
@@ -209,7 +212,8 @@ struct LlmProviderInfo {
     if (url.starts_with("http://") || url.starts_with("https://")) {
       spec.base_url = std::string(url);
       rest = rest.substr(0, at);
-      if (url.find("://") + 3 == url.size()) throw LlmSpecError(prefix + "the base URL '" + spec.base_url + "' has no host");
+      if (url.find("://") + 3 == url.size())
+        throw LlmSpecError(prefix + "the base URL '" + spec.base_url + "' has no host");
     } else if (url.find("://") != std::string_view::npos) {
       throw LlmSpecError(prefix + "the base URL '" + std::string(url) + "' must use http:// or https://");
     } else if (url.find('/') != std::string_view::npos || url.find(':') != std::string_view::npos) {

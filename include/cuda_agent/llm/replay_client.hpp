@@ -31,9 +31,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/llm/scripted_client.hpp"
 #include "cuda_agent/llm_client.hpp"
 #include "cuda_agent/message.hpp"
-#include "cuda_agent/llm/scripted_client.hpp"
 #include "cuda_agent/trajectory.hpp"
 
 namespace cuda_agent {
@@ -140,9 +140,7 @@ class ReplayClient {
   }
 
   /// Continues a resumed episode: the first `turns` recorded answers were already used.
-  void resume_after(int turns) {
-    next_turn_ = std::min(turns_.size(), static_cast<std::size_t>(std::max(turns, 0)));
-  }
+  void resume_after(int turns) { next_turn_ = std::min(turns_.size(), static_cast<std::size_t>(std::max(turns, 0))); }
 
   [[nodiscard]] const std::vector<ReplayDivergence>& divergences() const noexcept { return divergences_; }
   [[nodiscard]] bool diverged() const noexcept { return !divergences_.empty(); }
@@ -175,8 +173,8 @@ class ReplayClient {
 
   void compare(std::size_t turn, const std::vector<Message>& actual, const std::vector<Message>& expected) {
     const auto structure = [&](std::size_t index, std::string detail, std::string want, std::string got) {
-      divergences_.push_back({ReplayDivergence::Kind::structure, turn, index, std::move(detail), std::move(want),
-                              std::move(got)});
+      divergences_.push_back(
+          {ReplayDivergence::Kind::structure, turn, index, std::move(detail), std::move(want), std::move(got)});
     };
     if (actual.size() != expected.size())
       structure(std::min(actual.size(), expected.size()),
@@ -189,15 +187,18 @@ class ReplayClient {
         structure(i, "message role differs", std::string(to_string(want.role)), std::string(to_string(got.role)));
         continue;
       }
-      if (want.tool_call_id != got.tool_call_id) structure(i, "tool call id differs", want.tool_call_id, got.tool_call_id);
+      if (want.tool_call_id != got.tool_call_id)
+        structure(i, "tool call id differs", want.tool_call_id, got.tool_call_id);
       if (!want.name.empty() && !got.name.empty() && want.name != got.name)
         structure(i, "tool name differs", want.name, got.name);
       if (want.is_error != got.is_error)
-        structure(i, "tool error flag differs", want.is_error ? "error" : "success", got.is_error ? "error" : "success");
+        structure(i, "tool error flag differs", want.is_error ? "error" : "success",
+                  got.is_error ? "error" : "success");
       const std::string want_text = options_.normalize ? options_.normalize(want.content) : want.content;
       const std::string got_text = options_.normalize ? options_.normalize(got.content) : got.content;
       if (want_text != got_text) {
-        const auto [want_at, got_at] = std::mismatch(want_text.begin(), want_text.end(), got_text.begin(), got_text.end());
+        const auto [want_at, got_at] =
+            std::mismatch(want_text.begin(), want_text.end(), got_text.begin(), got_text.end());
         const auto offset = static_cast<std::size_t>(want_at - want_text.begin());
         const std::size_t from = offset > 40 ? offset - 40 : 0;
         divergences_.push_back({ReplayDivergence::Kind::content, turn, i,

@@ -56,9 +56,9 @@ using ScriptedStep = std::variant<ChatResponse, ScriptedError>;
 namespace detail {
 
 [[nodiscard]] inline std::optional<LlmErrorKind> parse_llm_error_kind(std::string_view text) noexcept {
-  for (const LlmErrorKind kind : {LlmErrorKind::retriable, LlmErrorKind::fatal, LlmErrorKind::context_overflow,
-                                  LlmErrorKind::invalid_request, LlmErrorKind::invalid_response,
-                                  LlmErrorKind::cancelled})
+  for (const LlmErrorKind kind :
+       {LlmErrorKind::retriable, LlmErrorKind::fatal, LlmErrorKind::context_overflow, LlmErrorKind::invalid_request,
+        LlmErrorKind::invalid_response, LlmErrorKind::cancelled})
     if (to_string(kind) == text) return kind;
   return std::nullopt;
 }
@@ -141,8 +141,8 @@ class ScriptedClient {
     recorded.cancellation = {};
     requests_.push_back(std::move(recorded));
     if (next_ >= steps_.size())
-      throw LlmError(LlmErrorKind::fatal, name_ + ": the script has no response left (it has " +
-                                              std::to_string(steps_.size()) + ")");
+      throw LlmError(LlmErrorKind::fatal,
+                     name_ + ": the script has no response left (it has " + std::to_string(steps_.size()) + ")");
     const ScriptedStep& step = steps_[next_++];
     if (const auto* error = std::get_if<ScriptedError>(&step))
       throw LlmError(error->kind, error->message, error->http_status);
@@ -181,7 +181,8 @@ class ScriptedClient {
     if (!message.contains("role")) message["role"] = "assistant";
     ChatResponse response;
     response.message = message.get<Message>();
-    if (response.message.role != Role::assistant) throw std::invalid_argument("a response must be an assistant message");
+    if (response.message.role != Role::assistant)
+      throw std::invalid_argument("a response must be an assistant message");
     response.finish_reason = response.message.tool_calls.empty() ? FinishReason::stop : FinishReason::tool_calls;
     if (const auto reason = entry.find("finish_reason"); reason != entry.end())
       response.finish_reason = parse_finish_reason(reason->get<std::string>());

@@ -11,23 +11,22 @@
 /// candidate and runs the comparison; and the candidate side, confined, which holds
 /// ModelNew and answers the reference side over two FIFOs in a session directory.
 /// A `TimingLauncher` starts them: fresh interpreters (`ProcessTimingLauncher`, the
-/// candidate through the host's `Sandbox`) or warm harness workers. They take turns on the GPU in interleaved rounds (see
-/// timing_session.py for the protocol and what each side checks). The sandbox must make
-/// the Python environment, the harness directory, the candidate's source and build
-/// directories and the session directory (read-write) visible to the candidate, and
-/// expose the GPU.
+/// candidate through the host's `Sandbox`) or warm harness workers. They take turns on the GPU in interleaved rounds
+/// (see timing_session.py for the protocol and what each side checks). The sandbox must make the Python environment,
+/// the harness directory, the candidate's source and build directories and the session directory (read-write) visible
+/// to the candidate, and expose the GPU.
 
+#include <cerrno>       // errno
 #include <chrono>       // seconds, milliseconds
 #include <cmath>        // isfinite
 #include <concepts>     // same_as
 #include <cstdint>      // uint64_t
-#include <cerrno>       // errno
 #include <cstdlib>      // getenv
 #include <cstring>      // strerror
 #include <filesystem>   // path
+#include <fstream>      // ifstream, ofstream
 #include <functional>   // function
 #include <memory>       // shared_ptr, make_shared
-#include <fstream>      // ifstream, ofstream
 #include <optional>     // optional
 #include <random>       // random_device
 #include <stdexcept>    // invalid_argument, runtime_error
@@ -41,14 +40,14 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/profile/detail/temporary_directory.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/process.hpp"
+#include "cuda_agent/profile/detail/temporary_directory.hpp"
+#include "cuda_agent/profile/timing_statistics.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/task.hpp"
-#include "cuda_agent/profile/timing_statistics.hpp"
 
 namespace cuda_agent {
 
@@ -184,10 +183,10 @@ inline Rejection rejection_from(const nlohmann::json& session) {
                                                                int floor_rounds = 5) {
   ProfileResult result;
   nlohmann::json& details = result.details;
-  for (const char* field : {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason",
-                            "compile_source", "baseline_cache", "reference_clock_mhz", "implausible_clock_readings",
-                            "compile_seconds", "elapsed_s", "warnings", "timing_constants", "dispatch_cover", "time_budget",
-                            "trusted_clock"})
+  for (const char* field :
+       {"device", "regime_reason", "calls_per_sample", "calibration_us", "stop_reason", "compile_source",
+        "baseline_cache", "reference_clock_mhz", "implausible_clock_readings", "compile_seconds", "elapsed_s",
+        "warnings", "timing_constants", "dispatch_cover", "time_budget", "trusted_clock"})
     if (session.contains(field)) details[field] = session[field];
   result.regime = session.value("regime", "per_call") == "cuda_graph" ? TimingRegime::cuda_graph
                   : session.value("regime", "per_call") == "batched"  ? TimingRegime::batched
@@ -229,8 +228,8 @@ inline Rejection rejection_from(const nlohmann::json& session) {
   }
   details["samples_with_escaped_work"] = escapes;
 
-  const auto estimate = [&](const std::string& baseline, const std::vector<RatioOfMedians>& chain)
-      -> std::optional<SpeedupEstimate> {
+  const auto estimate = [&](const std::string& baseline,
+                            const std::vector<RatioOfMedians>& chain) -> std::optional<SpeedupEstimate> {
     for (const RatioOfMedians& factor : chain)
       if (factor.numerator.size() < 2 || factor.denominator.size() < 2) return std::nullopt;
     return estimate_speedup(baseline, chain, statistics);
@@ -308,7 +307,7 @@ concept TimingLauncher = requires(L& launcher, const Task& task, const Candidate
                                   std::chrono::seconds timeout) {
   {
     launcher.launch(task, candidate, std::move(reference_request), std::move(candidate_request), timeout)
-  } -> std::same_as<TimingSessionOutcome>;
+    } -> std::same_as<TimingSessionOutcome>;
 };
 
 namespace detail {
@@ -383,8 +382,8 @@ class ProcessTimingLauncher {
     detail::write_readable_file(candidate_file, candidate_request.dump());
 
     Command candidate_command;
-    candidate_command.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "candidate", "--request",
-                              candidate_file.string()};
+    candidate_command.argv = {python_.string(), "-m",        "cuda_agent_harness.timing_session",
+                              "candidate",      "--request", candidate_file.string()};
     candidate_command.environment = side_environment();
     candidate_command.working_directory = session.path();
     candidate_command.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
@@ -403,8 +402,8 @@ class ProcessTimingLauncher {
         std::ofstream{gone};
       });
       ProcessSpec reference;
-      reference.argv = {python_.string(), "-m", "cuda_agent_harness.timing_session", "reference", "--request",
-                        reference_file.string()};
+      reference.argv = {python_.string(), "-m",        "cuda_agent_harness.timing_session",
+                        "reference",      "--request", reference_file.string()};
       Environment environment = side_environment();
       for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})
         if (const char* value = std::getenv(name); value && !environment.get(name)) environment.set(name, value);
@@ -458,8 +457,8 @@ class HarnessProfiler {
   HarnessProfiler(HarnessProfilerOptions options, L launcher)
       : options_(std::move(options)),
         launch_([shared = std::make_shared<L>(std::move(launcher))](
-                    const Task& task, const Candidate& candidate, nlohmann::json reference, nlohmann::json candidate_side,
-                    std::chrono::seconds timeout) {
+                    const Task& task, const Candidate& candidate, nlohmann::json reference,
+                    nlohmann::json candidate_side, std::chrono::seconds timeout) {
           return shared->launch(task, candidate, std::move(reference), std::move(candidate_side), timeout);
         }) {}
 
@@ -543,8 +542,8 @@ class HarnessProfiler {
     if (outcome.reference_result.is_object())
       result = profile_result_from_session(outcome.reference_result, options_.statistics, options_.budget.floor_rounds);
     else
-      result.rejection = Rejection{RejectionReason::harness_error,
-                                   "the timing session failed: " + outcome.reference_failure, {}};
+      result.rejection =
+          Rejection{RejectionReason::harness_error, "the timing session failed: " + outcome.reference_failure, {}};
     // Host timers on a shared CPU move by more than any threshold, and a time the trusted
     // clock could not bound is unproven: their verdicts are shown, never rewarded.
     result.rewardable = options_.device == "cuda" && !detail::trusted_clock_unbounded(result.details);

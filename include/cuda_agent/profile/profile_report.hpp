@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/detail/text_format.hpp"
+#include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/profile/timing_statistics.hpp"
 
 namespace cuda_agent {
@@ -47,23 +47,23 @@ inline std::string json_text(const nlohmann::json& details, const char* field) {
   }
   if (const auto device = details.find("device"); device != details.end() && device->is_object()) {
     const std::string kind = detail::json_text(*device, "kind");
-    text += "timed on: " + detail::json_text(*device, "name") + " (" + kind + ", " + detail::json_text(*device, "timer") +
-            ")\n";
+    text += "timed on: " + detail::json_text(*device, "name") + " (" + kind + ", " +
+            detail::json_text(*device, "timer") + ")\n";
     // Host-timed CPU runs exercise the protocol; their numbers say nothing about GPU kernels.
     if (kind == "cpu")
-      text += "note: CPU timing with host timers (the protocol without a GPU); GPU speedups need --device cuda on a "
-              "machine with an NVIDIA GPU\n";
+      text +=
+          "note: CPU timing with host timers (the protocol without a GPU); GPU speedups need --device cuda on a "
+          "machine with an NVIDIA GPU\n";
   }
   text += "regime: " + std::string(to_string(profile.regime));
   if (const std::string reason = detail::json_text(details, "regime_reason"); !reason.empty())
     text += " (" + reason + ")";
   text += "\n";
   if (details.contains("rounds"))
-    text += detail::format("rounds: %s, %s re-checked, %s throttled; stopped on %s\n",
-                           detail::json_text(details, "rounds").c_str(),
-                           detail::json_text(details, "rechecked_rounds").c_str(),
-                           detail::json_text(details, "throttled_rounds").c_str(),
-                           detail::json_text(details, "stop_reason").c_str());
+    text += detail::format(
+        "rounds: %s, %s re-checked, %s throttled; stopped on %s\n", detail::json_text(details, "rounds").c_str(),
+        detail::json_text(details, "rechecked_rounds").c_str(), detail::json_text(details, "throttled_rounds").c_str(),
+        detail::json_text(details, "stop_reason").c_str());
   text += detail::format("%-10s %12s %25s %8s\n", "contender", "median us", "q1 - q3 us", "samples");
   for (const TimingStats& stats : profile.timings) {
     std::string note;

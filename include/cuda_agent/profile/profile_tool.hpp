@@ -17,8 +17,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/profile/harness_profiler.hpp"
 #include "cuda_agent/process.hpp"
+#include "cuda_agent/profile/harness_profiler.hpp"
 #include "cuda_agent/profile/profile_report.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/task.hpp"
@@ -67,12 +67,17 @@ class ProfileTool {
   [[nodiscard]] nlohmann::json parameters() const {
     return {{"type", "object"},
             {"properties",
-             {{"target", {{"type", "string"}, {"enum", {"reference", "candidate", "both"}},
-                          {"description", "which model to profile (default both)"}}},
+             {{"target",
+               {{"type", "string"},
+                {"enum", {"reference", "candidate", "both"}},
+                {"description", "which model to profile (default both)"}}},
               {"compile", {{"type", "boolean"}, {"description", "also profile torch.compile of the reference"}}},
               {"timing", {{"type", "boolean"}, {"description", "also time the candidate against the baselines"}}},
-              {"top", {{"type", "integer"}, {"minimum", 1}, {"maximum", 100},
-                       {"description", "kernels listed per model (default 15)"}}}}},
+              {"top",
+               {{"type", "integer"},
+                {"minimum", 1},
+                {"maximum", 100},
+                {"description", "kernels listed per model (default 15)"}}}}},
             {"additionalProperties", false}};
   }
 
@@ -80,7 +85,8 @@ class ProfileTool {
     if (!arguments.is_object()) return ToolResult::error("Error: the arguments must be a JSON object.");
     const std::string target = arguments.value("target", std::string("both"));
     if (target != "reference" && target != "candidate" && target != "both")
-      return ToolResult::error("Error: target must be \"reference\", \"candidate\" or \"both\", not \"" + target + "\".");
+      return ToolResult::error("Error: target must be \"reference\", \"candidate\" or \"both\", not \"" + target +
+                               "\".");
     const auto top_value = arguments.find("top");
     if (top_value != arguments.end() && !top_value->is_number_integer())
       return ToolResult::error("Error: top must be an integer between 1 and 100.");
@@ -94,11 +100,16 @@ class ProfileTool {
     Command command;
     command.argv = {options_.python.string(),
                     (options_.harness_directory / "profile_kernels.py").string(),
-                    "--target", target,
-                    "--reference", options_.reference_file,
-                    "--candidate-dir", ".",
-                    "--build-dir", options_.build_directory,
-                    "--top", std::to_string(top)};
+                    "--target",
+                    target,
+                    "--reference",
+                    options_.reference_file,
+                    "--candidate-dir",
+                    ".",
+                    "--build-dir",
+                    options_.build_directory,
+                    "--top",
+                    std::to_string(top)};
     if (compile) command.argv.push_back("--compile");
     command.environment = options_.environment;
     command.environment.set("PYTHONDONTWRITEBYTECODE", "1");

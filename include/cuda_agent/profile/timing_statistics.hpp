@@ -24,16 +24,16 @@
 /// of samples averages away), so every interval is widened to at least
 /// `SpeedupOptions::minimum_half_width` either side of the point estimate (in log space).
 
-#include <algorithm>    // sort, nth_element, min, max
-#include <cmath>        // log, exp, isfinite
-#include <cstddef>      // size_t
-#include <cstdint>      // uint64_t
-#include <limits>       // numeric_limits
-#include <span>         // span
-#include <stdexcept>    // invalid_argument
-#include <string>       // string
-#include <utility>      // move, pair
-#include <vector>       // vector
+#include <algorithm>  // sort, nth_element, min, max
+#include <cmath>      // log, exp, isfinite
+#include <cstddef>    // size_t
+#include <cstdint>    // uint64_t
+#include <limits>     // numeric_limits
+#include <span>       // span
+#include <stdexcept>  // invalid_argument
+#include <string>     // string
+#include <utility>    // move, pair
+#include <vector>     // vector
 
 #include "cuda_agent/evaluation.hpp"
 
@@ -219,7 +219,8 @@ inline void draw_indices(SeededGenerator& generator, std::size_t count, std::vec
 inline std::pair<double, double> paired_log_ratio_interval(const RatioOfMedians& factor, double confidence) {
   std::vector<double> logs;
   logs.reserve(factor.numerator.size());
-  for (std::size_t i = 0; i < factor.numerator.size(); ++i) logs.push_back(std::log(factor.numerator[i] / factor.denominator[i]));
+  for (std::size_t i = 0; i < factor.numerator.size(); ++i)
+    logs.push_back(std::log(factor.numerator[i] / factor.denominator[i]));
   std::sort(logs.begin(), logs.end());
   const std::size_t n = logs.size();
   // P(B <= j) for B ~ Binomial(n, 1/2), accumulated in log space (n may be large).
@@ -256,7 +257,8 @@ inline std::pair<double, double> paired_log_ratio_interval(const RatioOfMedians&
   estimate.threshold = options.threshold;
 
   double log_speedup = 0;
-  for (const RatioOfMedians& factor : chain) log_speedup += std::log(median(factor.numerator) / median(factor.denominator));
+  for (const RatioOfMedians& factor : chain)
+    log_speedup += std::log(median(factor.numerator) / median(factor.denominator));
   estimate.speedup = std::exp(log_speedup);
 
   double low = estimate.speedup;

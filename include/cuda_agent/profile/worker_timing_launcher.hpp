@@ -23,16 +23,16 @@
 /// The workers must not be used by anything else while a session runs (the evaluator
 /// verifies, then profiles).
 
-#include <chrono>       // seconds, steady_clock
-#include <filesystem>   // path, copy_file, permissions
-#include <fstream>      // ofstream
-#include <map>          // map
-#include <memory>       // shared_ptr
-#include <optional>     // optional
-#include <stdexcept>    // runtime_error
-#include <string>       // string
-#include <thread>       // jthread
-#include <utility>      // move
+#include <chrono>      // seconds, steady_clock
+#include <filesystem>  // path, copy_file, permissions
+#include <fstream>     // ofstream
+#include <map>         // map
+#include <memory>      // shared_ptr
+#include <optional>    // optional
+#include <stdexcept>   // runtime_error
+#include <string>      // string
+#include <thread>      // jthread
+#include <utility>     // move
 
 #include <nlohmann/json.hpp>
 
@@ -40,10 +40,10 @@
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/profile/harness_profiler.hpp"
-#include "cuda_agent/verify/harness_verifier.hpp"
-#include "cuda_agent/verify/harness_worker.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/verifier.hpp"
+#include "cuda_agent/verify/harness_verifier.hpp"
+#include "cuda_agent/verify/harness_worker.hpp"
 
 namespace cuda_agent {
 

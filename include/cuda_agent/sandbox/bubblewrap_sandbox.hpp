@@ -34,8 +34,8 @@
 /// memory charged, page cache included) come from the command's cgroup leaf; without one
 /// they are 0, since the command's usage never reaches this process.
 
-#include <chrono>      // seconds, milliseconds, steady_clock
 #include <cerrno>      // errno, EINTR
+#include <chrono>      // seconds, milliseconds, steady_clock
 #include <csignal>     // SIGKILL, kill
 #include <cstring>     // strerror
 #include <filesystem>  // path
@@ -57,10 +57,10 @@
 
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
-#include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/sandbox/detail/bwrap_arguments.hpp"
 #include "cuda_agent/sandbox/detail/sandbox_runtime.hpp"
 #include "cuda_agent/sandbox/detail/seccomp_filter.hpp"
+#include "cuda_agent/sandbox/sandbox_options.hpp"
 
 namespace cuda_agent {
 
@@ -157,9 +157,10 @@ class BubblewrapSandbox {
   explicit BubblewrapSandbox(SandboxOptions options)
       : options_(std::move(options)), identity_(sandbox_identity(options_)) {
     if (identity_.uid == 0 || identity_.gid == 0)
-      throw SandboxError("refusing to run sandboxed commands as uid or gid 0: a root-owned sandbox can read root-only "
-                         "files of the host and undo its own read-only mounts. Leave SandboxOptions::uid and gid "
-                         "unset (65534 when running as root) or choose an unprivileged id");
+      throw SandboxError(
+          "refusing to run sandboxed commands as uid or gid 0: a root-owned sandbox can read root-only "
+          "files of the host and undo its own read-only mounts. Leave SandboxOptions::uid and gid "
+          "unset (65534 when running as root) or choose an unprivileged id");
     if (::geteuid() != 0 && (identity_.uid != ::geteuid() || identity_.gid != ::getegid()))
       throw SandboxError("this process (uid " + std::to_string(::geteuid()) +
                          ") is not root and cannot run commands as uid " + std::to_string(identity_.uid) + " gid " +
@@ -184,8 +185,9 @@ class BubblewrapSandbox {
     detail::CgroupLeaf* leaf = cgroup.leaf.get();
     detail::LimitContext context = detail::make_limit_context(cgroup, options_, identity_, command);
     context.wall_time_mechanism = "timer, PID namespace";
-    context.wall_time_note = "at the deadline bubblewrap is terminated, and the kernel kills every process of the "
-                             "sandbox's PID namespace, also those that called setsid or ignore SIGTERM";
+    context.wall_time_note =
+        "at the deadline bubblewrap is terminated, and the kernel kills every process of the "
+        "sandbox's PID namespace, also those that called setsid or ignore SIGTERM";
     context.disk_note = "/tmp (" + detail::byte_count(options_.tmp_size_bytes) + ") and /dev/shm (" +
                         detail::byte_count(options_.shm_size_bytes) +
                         ") are private tmpfs; everything else but the workspace is read-only. The workspace's "
@@ -280,8 +282,7 @@ class BubblewrapSandbox {
     }
 
     std::optional<int> signal = result.signal;
-    if (!signal && started && *status.exit_code > 128 && *status.exit_code < 128 + 65)
-      signal = *status.exit_code - 128;
+    if (!signal && started && *status.exit_code > 128 && *status.exit_code < 128 + 65) signal = *status.exit_code - 128;
     result.limits_hit = detail::detect_limit_hits(result, signal, limits, events);
     return result;
   }
@@ -326,7 +327,8 @@ class BubblewrapSandbox {
     const std::filesystem::path path = detail::normal_absolute(*found);
     struct stat status {};
     if (::stat(path.c_str(), &status) == 0 && (status.st_mode & S_ISUID) != 0)
-      throw SandboxError(path.string() + " is installed setuid root; that mode is deprecated upstream, has had "
+      throw SandboxError(path.string() +
+                         " is installed setuid root; that mode is deprecated upstream, has had "
                          "privilege-escalation bugs, and behaves differently. Install a bubblewrap that is not "
                          "setuid (distributions have shipped it so since 2021) with unprivileged user namespaces "
                          "enabled");

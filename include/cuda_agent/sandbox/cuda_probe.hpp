@@ -16,10 +16,10 @@
 /// if (!probe.usable) throw std::runtime_error("CUDA does not start in the sandbox: " + probe.reason);
 /// @endcode
 
-#include <chrono>       // seconds
-#include <optional>     // optional
-#include <string>       // string
-#include <vector>       // vector
+#include <chrono>    // seconds
+#include <optional>  // optional
+#include <string>    // string
+#include <vector>    // vector
 
 #include <nlohmann/json.hpp>
 
@@ -63,7 +63,8 @@ struct CudaProbe {
       probe.reason = "the CUDA probe could not run: '" + python + "' is not available inside the sandbox (" +
                      run.standard_error.text + run.standard_output.text + ")";
     else
-      probe.reason = "the CUDA probe failed (" + describe_exit(run) + "): " + run.standard_error.text + run.standard_output.text;
+      probe.reason =
+          "the CUDA probe failed (" + describe_exit(run) + "): " + run.standard_error.text + run.standard_output.text;
     return probe;
   }
   probe.stage = report.value("stage", std::string("run"));

@@ -22,9 +22,9 @@
 
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
-#include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/sandbox/detail/sandbox_paths.hpp"
 #include "cuda_agent/sandbox/detail/sandbox_runtime.hpp"
+#include "cuda_agent/sandbox/sandbox_options.hpp"
 
 namespace cuda_agent {
 
@@ -68,13 +68,16 @@ class ProcessSandbox {
     detail::LimitContext context = detail::make_limit_context(cgroup, options_, identity_, command);
     if (leaf) {
       context.wall_time_mechanism = "timer, process group, cgroup.kill";
-      context.wall_time_note = "SIGTERM to the process group at the deadline, SIGKILL after the grace period; "
-                               "cgroup.kill then ends every descendant, also those that left the group";
+      context.wall_time_note =
+          "SIGTERM to the process group at the deadline, SIGKILL after the grace period; "
+          "cgroup.kill then ends every descendant, also those that left the group";
     } else {
       context.wall_time_mechanism = "timer, process group";
-      context.wall_time_note = "SIGTERM to the process group at the deadline, SIGKILL after the grace period. "
-                               "Descendants that left the group (setsid, daemons) are not killed: nothing confines "
-                               "them and no cgroup tracks them (" + cgroup.processes_note + ")";
+      context.wall_time_note =
+          "SIGTERM to the process group at the deadline, SIGKILL after the grace period. "
+          "Descendants that left the group (setsid, daemons) are not killed: nothing confines "
+          "them and no cgroup tracks them (" +
+          cgroup.processes_note + ")";
     }
     context.disk_note = "Unconfined: the command can fill any filesystem its user may write to.";
     const detail::LimitPlan plan = detail::plan_limits(limits, context);

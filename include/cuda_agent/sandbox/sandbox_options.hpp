@@ -11,15 +11,15 @@
 /// hands the workspace to that identity once with `hand_over_to_sandbox` before the first
 /// command, so that commands can write there.
 
-#include <chrono>      // milliseconds
-#include <cerrno>      // errno
-#include <cstdint>     // uint64_t
-#include <cstring>     // strerror
-#include <filesystem>  // path
-#include <optional>    // optional
-#include <string>      // string
+#include <cerrno>        // errno
+#include <chrono>        // milliseconds
+#include <cstdint>       // uint64_t
+#include <cstring>       // strerror
+#include <filesystem>    // path
+#include <optional>      // optional
+#include <string>        // string
 #include <system_error>  // error_code, generic_category
-#include <vector>      // vector
+#include <vector>        // vector
 
 #include <dirent.h>     // fdopendir, readdir, closedir
 #include <fcntl.h>      // openat, O_DIRECTORY, O_NOFOLLOW, AT_SYMLINK_NOFOLLOW
@@ -162,8 +162,7 @@ namespace detail {
 /// through descriptors only: no symbolic link is followed and no other filesystem is
 /// entered, so a link planted by an earlier command cannot redirect the change.
 inline void hand_over_directory(int directory, const std::filesystem::path& path, dev_t device,
-                                const SandboxIdentity& identity,
-                                const std::vector<std::filesystem::path>& skipped) {
+                                const SandboxIdentity& identity, const std::vector<std::filesystem::path>& skipped) {
   UniqueFd listing_fd(::dup(directory));
   if (!listing_fd) throw_hand_over_error(path, "read");
   DIR* listing = ::fdopendir(listing_fd.get());
@@ -189,7 +188,8 @@ inline void hand_over_directory(int directory, const std::filesystem::path& path
       const UniqueFd child_fd(::openat(directory, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       if (!child_fd) throw_hand_over_error(child, "open");
       hand_over_directory(child_fd.get(), child, device, identity, skipped);
-      if (::fchown(child_fd.get(), identity.uid, identity.gid) != 0) throw_hand_over_error(child, "change the owner of");
+      if (::fchown(child_fd.get(), identity.uid, identity.gid) != 0)
+        throw_hand_over_error(child, "change the owner of");
       continue;
     }
     // A file with several names may be a hard link to something outside the tree (where

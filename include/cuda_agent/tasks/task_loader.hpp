@@ -37,8 +37,8 @@
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
-#include "cuda_agent/tasks/detail/python_source.hpp"
 #include "cuda_agent/task.hpp"
+#include "cuda_agent/tasks/detail/python_source.hpp"
 
 namespace cuda_agent {
 
@@ -181,7 +181,8 @@ inline void record_constants(const std::string& code, ReferenceModule& module) {
     parts.pop_back();
     for (std::string& target_text : parts) {
       std::string target = python::trim(target_text);
-      if (const auto colon = target.find(':'); colon != std::string::npos) target = python::trim(target.substr(0, colon));
+      if (const auto colon = target.find(':'); colon != std::string::npos)
+        target = python::trim(target.substr(0, colon));
       if (!python::is_identifier(target)) continue;
       module.constant_expressions[target] = expression;
       python::ConstantEvaluator evaluator(module.constants);
@@ -226,8 +227,8 @@ inline void record_constants(const std::string& code, ReferenceModule& module) {
     const std::string function = detail::defined_name(code, "def");
     if (function == "get_inputs") module.defines_get_inputs = true;
     if (function == "get_init_inputs") module.defines_get_init_inputs = true;
-    if (!function.empty() || detail::starts_with_keyword(code, "class") || detail::starts_with_keyword(code, "import") ||
-        detail::starts_with_keyword(code, "from") || code[0] == '@')
+    if (!function.empty() || detail::starts_with_keyword(code, "class") ||
+        detail::starts_with_keyword(code, "import") || detail::starts_with_keyword(code, "from") || code[0] == '@')
       continue;
     detail::record_constants(code, module);
   }
@@ -303,8 +304,9 @@ inline std::optional<int> level_number(std::string_view directory) {
 inline std::string read_task_file(const std::filesystem::path& path) {
   std::error_code error;
   if (!std::filesystem::is_regular_file(path, error))
-    throw TaskLoadError(path.string() + ": no such file (expected a Python module defining Model, get_inputs and "
-                                        "get_init_inputs)");
+    throw TaskLoadError(path.string() +
+                        ": no such file (expected a Python module defining Model, get_inputs and "
+                        "get_init_inputs)");
   try {
     return read_file(path);
   } catch (const std::exception& failure) {
@@ -363,8 +365,9 @@ inline std::string read_task_file(const std::filesystem::path& path) {
 [[nodiscard]] inline Task load_workspace_task(const std::filesystem::path& directory, std::string_view name = {}) {
   std::error_code error;
   if (!std::filesystem::is_directory(directory, error))
-    throw TaskLoadError(directory.string() + ": not a directory (a workspace holds model.py, model_new.py and "
-                                             "kernels/)");
+    throw TaskLoadError(directory.string() +
+                        ": not a directory (a workspace holds model.py, model_new.py and "
+                        "kernels/)");
   const std::filesystem::path reference = directory / "model.py";
   if (!std::filesystem::exists(reference, error))
     throw TaskLoadError(directory.string() + ": no model.py (the reference Model, get_inputs and get_init_inputs)");

@@ -101,7 +101,8 @@ struct WorkspaceOptions {
 
 /// Renders a SKILL.md template: `{{name}}` variables and `{{#flag}}...{{/flag}}` sections
 /// (kept when the flag is true, dropped otherwise). Unknown names are left as written.
-[[nodiscard]] inline std::string render_template(std::string_view text, const std::map<std::string, std::string>& values,
+[[nodiscard]] inline std::string render_template(std::string_view text,
+                                                 const std::map<std::string, std::string>& values,
                                                  const std::map<std::string, bool>& flags) {
   std::string out;
   std::size_t at = 0;
@@ -147,13 +148,12 @@ struct WorkspaceOptions {
     text = std::string(*embedded);
   }
   const bool cuda = options.device == "cuda";
-  return render_template(text,
-                         {{"task_name", task.name},
-                          {"device", options.device},
-                          {"allowed_libraries", options.libraries.allowed_libraries()}},
-                         {{"cuda", cuda},
-                          {"cpu", !cuda},
-                          {"any_library", cuda && (options.libraries.cublas || options.libraries.cudnn)}});
+  return render_template(
+      text,
+      {{"task_name", task.name},
+       {"device", options.device},
+       {"allowed_libraries", options.libraries.allowed_libraries()}},
+      {{"cuda", cuda}, {"cpu", !cuda}, {"any_library", cuda && (options.libraries.cublas || options.libraries.cudnn)}});
 }
 
 namespace detail {
@@ -198,8 +198,8 @@ inline std::filesystem::path checked_relative(const std::string& relative) {
   workspace.device = options.device;
   workspace.libraries = options.libraries;
 
-  constexpr auto read_only = std::filesystem::perms::owner_read | std::filesystem::perms::group_read |
-                             std::filesystem::perms::others_read;
+  constexpr auto read_only =
+      std::filesystem::perms::owner_read | std::filesystem::perms::group_read | std::filesystem::perms::others_read;
   auto write_protected = [&](const std::filesystem::path& relative, std::string_view content) {
     detail::write_file_atomically(workspace.root / relative, content, read_only);
     workspace.protected_paths.push_back(relative);
@@ -242,8 +242,9 @@ inline std::filesystem::path checked_relative(const std::string& relative) {
                               std::filesystem::path(candidate_model_file)};
 
   const std::optional<std::pair<uid_t, gid_t>> user =
-      options.sandbox_user ? options.sandbox_user
-                           : (::geteuid() == 0 ? std::optional(std::make_pair(uid_t{65534}, gid_t{65534})) : std::nullopt);
+      options.sandbox_user
+          ? options.sandbox_user
+          : (::geteuid() == 0 ? std::optional(std::make_pair(uid_t{65534}, gid_t{65534})) : std::nullopt);
   if (options.hand_over)
     options.hand_over(workspace, user);
   else

@@ -23,11 +23,11 @@
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/tools/detail/text.hpp"
-#include "cuda_agent/tools/detail/tool_support.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/tool.hpp"
+#include "cuda_agent/tools/detail/text.hpp"
+#include "cuda_agent/tools/detail/tool_support.hpp"
 
 namespace cuda_agent {
 
@@ -108,12 +108,13 @@ class BashTool {
         "- The working directory persists between calls (a `cd` carries over) and starts at the workspace root. "
         "Each call runs in a fresh shell, so variables, functions and aliases do not persist. Prefer absolute "
         "paths to cd.\n"
-        "- timeout is optional, in milliseconds, at most " + std::to_string(options_.max_timeout.count()) +
-        " (" + std::to_string(options_.max_timeout.count() / 60000) + " minutes); the default is " +
-        std::to_string(options_.default_timeout.count()) + " (" +
+        "- timeout is optional, in milliseconds, at most " +
+        std::to_string(options_.max_timeout.count()) + " (" + std::to_string(options_.max_timeout.count() / 60000) +
+        " minutes); the default is " + std::to_string(options_.default_timeout.count()) + " (" +
         std::to_string(options_.default_timeout.count() / 60000) +
         " minutes). A command still running then is terminated and its output so far returned.\n"
-        "- Output longer than " + std::to_string(options_.max_output_bytes) +
+        "- Output longer than " +
+        std::to_string(options_.max_output_bytes) +
         " characters is cut in the middle (the start and the end are kept, and the omitted amount is stated). "
         "Redirect large output to a file and inspect it with head, tail or grep.\n"
         "- There is no terminal and no input: interactive programs, prompts and editors do not work (pagers are "
@@ -128,20 +129,21 @@ class BashTool {
   [[nodiscard]] std::string_view name() const noexcept { return "Bash"; }
   [[nodiscard]] std::string_view description() const noexcept { return description_; }
   [[nodiscard]] nlohmann::json parameters() const {
-    return {{"type", "object"},
-            {"properties",
-             {{"command", {{"type", "string"}, {"minLength", 1}, {"description", "The command to execute."}}},
-              {"timeout", {{"type", "integer"},
-                           {"minimum", 1},
-                           {"maximum", options_.max_timeout.count()},
-                           {"description", "Optional timeout in milliseconds (max " +
-                                               std::to_string(options_.max_timeout.count()) + ", default " +
-                                               std::to_string(options_.default_timeout.count()) + ")."}}},
-              {"description", detail::property("string",
-                                               "Clear, concise description of what this command does in 5-10 words, "
-                                               "e.g. \"Build the CUDA extension\".")}}},
-            {"required", {"command"}},
-            {"additionalProperties", false}};
+    return {
+        {"type", "object"},
+        {"properties",
+         {{"command", {{"type", "string"}, {"minLength", 1}, {"description", "The command to execute."}}},
+          {"timeout",
+           {{"type", "integer"},
+            {"minimum", 1},
+            {"maximum", options_.max_timeout.count()},
+            {"description", "Optional timeout in milliseconds (max " + std::to_string(options_.max_timeout.count()) +
+                                ", default " + std::to_string(options_.default_timeout.count()) + ")."}}},
+          {"description", detail::property("string",
+                                           "Clear, concise description of what this command does in 5-10 words, "
+                                           "e.g. \"Build the CUDA extension\".")}}},
+        {"required", {"command"}},
+        {"additionalProperties", false}};
   }
 
   [[nodiscard]] ToolResult invoke(const nlohmann::json& arguments, ToolContext& context) {
@@ -152,8 +154,7 @@ class BashTool {
   ToolResult run(const nlohmann::json& arguments, ToolContext& context) {
     using detail::ToolFailure;
     const std::string command_text = detail::string_argument(arguments, "command");
-    if (command_text.find_first_not_of(" \t\r\n") == std::string::npos)
-      throw ToolFailure("The command is empty.");
+    if (command_text.find_first_not_of(" \t\r\n") == std::string::npos) throw ToolFailure("The command is empty.");
     const std::chrono::milliseconds timeout{
         detail::integer_argument(arguments, "timeout").value_or(options_.default_timeout.count())};
 
@@ -165,8 +166,15 @@ class BashTool {
     const std::string marker = detail::random_marker();
 
     Command command;
-    command.argv = {options_.shell, "--noprofile", "--norc", "-c", std::string(detail::bash_wrapper_script),
-                    "cuda-agent-bash", command_text, working_directory.string(), marker};
+    command.argv = {options_.shell,
+                    "--noprofile",
+                    "--norc",
+                    "-c",
+                    std::string(detail::bash_wrapper_script),
+                    "cuda-agent-bash",
+                    command_text,
+                    working_directory.string(),
+                    marker};
     command.environment = non_interactive_environment();
     for (const auto& [variable, value] : options_.environment.variables()) command.environment.set(variable, value);
     command.working_directory = workspace;
@@ -191,7 +199,8 @@ class BashTool {
     std::uint64_t total_bytes = result.standard_output.total_bytes;
     if (const std::size_t at = raw.rfind(marker); at != std::string::npos) {
       const std::size_t line_end = raw.find('\n', at);
-      ended_in = raw.substr(at + marker.size(), line_end == std::string::npos ? std::string::npos : line_end - at - marker.size());
+      ended_in = raw.substr(at + marker.size(),
+                            line_end == std::string::npos ? std::string::npos : line_end - at - marker.size());
       const std::size_t cut_begin = at > 0 && raw[at - 1] == '\n' ? at - 1 : at;
       const std::size_t cut_end = line_end == std::string::npos ? raw.size() : line_end + 1;
       raw.erase(cut_begin, cut_end - cut_begin);
@@ -203,7 +212,8 @@ class BashTool {
     std::string_view tail;
     std::uint64_t gap = 0;
     if (result.standard_output.elided_bytes > 0) {
-      const std::string elision = "\n[... " + std::to_string(result.standard_output.elided_bytes) + " bytes elided ...]\n";
+      const std::string elision =
+          "\n[... " + std::to_string(result.standard_output.elided_bytes) + " bytes elided ...]\n";
       if (const std::size_t at = raw.find(elision); at != std::string::npos) {
         head = std::string_view(raw).substr(0, at);
         tail = std::string_view(raw).substr(at + elision.size());
@@ -212,9 +222,9 @@ class BashTool {
     }
     const std::string clean_head = detail::sanitize_utf8(detail::strip_terminal_controls(head));
     const std::string clean_tail = detail::sanitize_utf8(detail::strip_terminal_controls(tail));
-    detail::MidTruncated output = detail::mid_truncate(
-        clean_head, gap, clean_tail, options_.max_output_bytes,
-        "redirect the output to a file and inspect it with head, tail or grep");
+    detail::MidTruncated output =
+        detail::mid_truncate(clean_head, gap, clean_tail, options_.max_output_bytes,
+                             "redirect the output to a file and inspect it with head, tail or grep");
     while (!output.text.empty() && (output.text.back() == '\n' || output.text.back() == ' ')) output.text.pop_back();
 
     std::string notes;
@@ -235,7 +245,8 @@ class BashTool {
     if (ended_in && !ended_in->empty()) next_directory = *ended_in;
     if (!next_directory.is_absolute() ||
         (!detail::lexically_inside(next_directory, workspace) && next_directory.lexically_normal() != workspace)) {
-      note("Shell cwd was reset to " + workspace.string() + " (commands may leave the working directory only "
+      note("Shell cwd was reset to " + workspace.string() +
+           " (commands may leave the working directory only "
            "within the workspace).");
       next_directory = workspace;
     }
@@ -270,12 +281,23 @@ class BashTool {
       if (kind == LimitKind::wall_time) continue;
       text += text.empty() ? "" : ", ";
       switch (kind) {
-        case LimitKind::memory: text += "it exceeded the memory limit"; break;
-        case LimitKind::cpu_time: text += "it exceeded the CPU time limit"; break;
-        case LimitKind::file_size: text += "it exceeded the file size limit"; break;
-        case LimitKind::open_files: text += "it exceeded the open files limit"; break;
-        case LimitKind::processes: text += "it exceeded the process limit"; break;
-        case LimitKind::wall_time: break;
+        case LimitKind::memory:
+          text += "it exceeded the memory limit";
+          break;
+        case LimitKind::cpu_time:
+          text += "it exceeded the CPU time limit";
+          break;
+        case LimitKind::file_size:
+          text += "it exceeded the file size limit";
+          break;
+        case LimitKind::open_files:
+          text += "it exceeded the open files limit";
+          break;
+        case LimitKind::processes:
+          text += "it exceeded the process limit";
+          break;
+        case LimitKind::wall_time:
+          break;
       }
     }
     return text;
@@ -285,7 +307,8 @@ class BashTool {
   /// bubblewrap for the shell itself): name the signal, which says more than the number.
   static std::string signal_behind_exit_code(int exit_code) {
     if (exit_code <= 128 || exit_code > 128 + 64) return {};
-    return "128 + " + detail::signal_name(exit_code - 128) + ": the command, or the last one it ran, was killed by "
+    return "128 + " + detail::signal_name(exit_code - 128) +
+           ": the command, or the last one it ran, was killed by "
            "that signal";
   }
 

@@ -17,10 +17,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/text_edit.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent {
@@ -56,7 +56,8 @@ inline EditTarget load_edit_target(const WorkspaceFiles& files, const ToolContex
     if (files.root().try_open(target.relative, O_PATH, false, probe) == ENOENT)
       throw ToolFailure(files.missing_file_message(target.relative, given));
   }
-  target.entry = may_create ? files.parent_for_writing(target.relative) : files.root().parent_of(target.relative, false);
+  target.entry =
+      may_create ? files.parent_for_writing(target.relative) : files.root().parent_of(target.relative, false);
   files.require_writable(target.relative, target.entry);
   target.status = files.existing_regular_file(target.entry, target.relative);
   if (!target.status) {
@@ -80,8 +81,7 @@ inline ToolResult commit_edit(const WorkspaceFiles& files, ToolContext& context,
   WorkspaceFiles::remember_read(context, target.shown, written);
   metadata["path"] = target.shown;
   metadata["created"] = !target.status;
-  if (!target.status)
-    return ToolResult::success("File created successfully at: " + target.shown, std::move(metadata));
+  if (!target.status) return ToolResult::success("File created successfully at: " + target.shown, std::move(metadata));
   summary += " Here's the result of running `cat -n` on a snippet of the edited file:\n";
   summary += change_snippet(target.content, content, context_lines);
   return ToolResult::success(std::move(summary), std::move(metadata));
@@ -91,9 +91,10 @@ inline ToolResult commit_edit(const WorkspaceFiles& files, ToolContext& context,
 [[nodiscard]] inline nlohmann::json replacement_properties() {
   return {{"old_string", property("string", "The exact text to replace.")},
           {"new_string", property("string", "The text to replace it with (must be different from old_string).")},
-          {"replace_all", {{"type", "boolean"},
-                           {"default", false},
-                           {"description", "Replace every occurrence of old_string (default false)."}}}};
+          {"replace_all",
+           {{"type", "boolean"},
+            {"default", false},
+            {"description", "Replace every occurrence of old_string (default false)."}}}};
 }
 
 inline std::string cannot_create_existing(const std::string& shown) {
@@ -165,8 +166,9 @@ class EditTool {
       replacements = edit.replacements;
     }
     std::string summary = "The file " + target.shown + " has been updated.";
-    if (replacements > 1) summary = "The file " + target.shown + " has been updated: all " +
-                                    std::to_string(replacements) + " occurrences were replaced.";
+    if (replacements > 1)
+      summary = "The file " + target.shown + " has been updated: all " + std::to_string(replacements) +
+                " occurrences were replaced.";
     return detail::commit_edit(files, context, target, content, std::move(summary), options_.snippet_context_lines,
                                {{"replacements", replacements}});
   }

@@ -18,10 +18,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/confined_fs.hpp"
 #include "cuda_agent/tools/detail/glob_match.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent {
@@ -49,7 +49,8 @@ inline std::string search_directory(const WorkspaceFiles& files, const nlohmann:
   struct stat status {};
   if (::fstat(fd.get(), &status) != 0) throw ToolFailure(describe_path_error(errno, files.absolute(relative)));
   if (!S_ISDIR(status.st_mode))
-    throw ToolFailure(shown_path(files.absolute(relative)) + " is not a directory; path must be a directory to search in.");
+    throw ToolFailure(shown_path(files.absolute(relative)) +
+                      " is not a directory; path must be a directory to search in.");
   return relative;
 }
 
@@ -87,9 +88,10 @@ class GlobTool {
   [[nodiscard]] nlohmann::json parameters() const {
     return {{"type", "object"},
             {"properties",
-             {{"pattern", {{"type", "string"},
-                           {"minLength", 1},
-                           {"description", "The glob pattern to match files against, e.g. \"**/*.cu\"."}}},
+             {{"pattern",
+               {{"type", "string"},
+                {"minLength", 1},
+                {"description", "The glob pattern to match files against, e.g. \"**/*.cu\"."}}},
               {"path", detail::property("string",
                                         "The directory to search in (absolute, or relative to the workspace root). "
                                         "Omit it to search the workspace root.")}}},
@@ -136,8 +138,10 @@ class GlobTool {
     const detail::GlobPattern anywhere(matcher.has_slash() ? std::string() : "**/" + pattern);
     for (detail::ListedFile& file : listing.files) {
       const std::string_view inside = detail::relative_to(file.relative, base);
-      if (matcher.matches(inside)) matches.push_back(std::move(file));
-      else if (!matcher.has_slash() && anywhere.matches(inside)) ++deeper_matches;
+      if (matcher.matches(inside))
+        matches.push_back(std::move(file));
+      else if (!matcher.has_slash() && anywhere.matches(inside))
+        ++deeper_matches;
     }
     std::sort(matches.begin(), matches.end(), [](const detail::ListedFile& a, const detail::ListedFile& b) {
       return a.modified != b.modified ? a.modified > b.modified : a.relative < b.relative;

@@ -23,12 +23,12 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/confined_fs.hpp"
 #include "cuda_agent/tools/detail/glob_match.hpp"
 #include "cuda_agent/tools/detail/regex.hpp"
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 #include "cuda_agent/tools/glob.hpp"
 
@@ -57,8 +57,9 @@ inline const std::map<std::string, std::vector<std::string>, std::less<>>& grep_
       {"asm", {"*.asm", "*.s", "*.S"}},
       {"c", {"*.c", "*.h", "*.H"}},
       {"cmake", {"*.cmake", "CMakeLists.txt"}},
-      {"cpp", {"*.C", "*.cc", "*.cpp", "*.cxx", "*.c++", "*.h", "*.H", "*.hh", "*.hpp", "*.hxx", "*.h++", "*.inl",
-               "*.ipp", "*.tpp"}},
+      {"cpp",
+       {"*.C", "*.cc", "*.cpp", "*.cxx", "*.c++", "*.h", "*.H", "*.hh", "*.hpp", "*.hxx", "*.h++", "*.inl", "*.ipp",
+        "*.tpp"}},
       {"csv", {"*.csv"}},
       {"css", {"*.css", "*.scss"}},
       {"cuda", {"*.cu", "*.cuh"}},
@@ -177,7 +178,8 @@ class GrepTool {
         "matching lines as path:line:text (context lines as path-line-text, groups separated by --), and supports "
         "-A, -B, -C (context lines) and -n (line numbers, default true); \"count\" gives matching lines per file.\n"
         "- head_limit keeps the first N lines or files of the output (default " +
-        std::to_string(options_.default_head_limit) + "; 0 for no limit), offset skips the first N (for paging).\n"
+        std::to_string(options_.default_head_limit) +
+        "; 0 for no limit), offset skips the first N (for paging).\n"
         "- Patterns match within one line. Set multiline to true to match across lines (then `.` also matches "
         "newlines), e.g. \"struct \\w+ \\{[\\s\\S]*?field\".\n"
         "- -i makes the search case-insensitive. Hidden files, binary files, symbolic links and files over " +
@@ -192,9 +194,10 @@ class GrepTool {
     };
     return {{"type", "object"},
             {"properties",
-             {{"pattern", {{"type", "string"},
-                           {"minLength", 1},
-                           {"description", "The regular expression to search for (ripgrep syntax)."}}},
+             {{"pattern",
+               {{"type", "string"},
+                {"minLength", 1},
+                {"description", "The regular expression to search for (ripgrep syntax)."}}},
               {"path", detail::property("string",
                                         "File or directory to search in (absolute, or relative to the workspace "
                                         "root). Defaults to the workspace root.")},
@@ -204,23 +207,28 @@ class GrepTool {
               {"type", detail::property("string",
                                         "File type to search (e.g. py, cpp, cuda, c, js). More efficient than glob "
                                         "for standard file types. Maps to rg --type.")},
-              {"output_mode", {{"type", "string"},
-                               {"enum", {"content", "files_with_matches", "count"}},
-                               {"description", "\"content\" shows matching lines, \"files_with_matches\" shows file "
-                                               "paths (default), \"count\" shows match counts per file."}}},
+              {"output_mode",
+               {{"type", "string"},
+                {"enum", {"content", "files_with_matches", "count"}},
+                {"description",
+                 "\"content\" shows matching lines, \"files_with_matches\" shows file "
+                 "paths (default), \"count\" shows match counts per file."}}},
               {"-B", non_negative("Lines to show before each match (content mode only).")},
               {"-A", non_negative("Lines to show after each match (content mode only).")},
               {"-C", non_negative("Lines to show before and after each match (content mode only).")},
               {"context", non_negative("Same as -C.")},
-              {"-n", {{"type", "boolean"},
-                      {"description", "Show line numbers in the output (content mode only; default true)."}}},
+              {"-n",
+               {{"type", "boolean"},
+                {"description", "Show line numbers in the output (content mode only; default true)."}}},
               {"-i", detail::property("boolean", "Case-insensitive search.")},
               {"head_limit", non_negative("Limit the output to the first N lines or entries, like \"| head -N\" "
                                           "(default 250; 0 means no limit).")},
               {"offset", non_negative("Skip the first N lines or entries before applying head_limit (default 0).")},
-              {"multiline", {{"type", "boolean"},
-                             {"description", "Let patterns span lines; `.` then matches newlines too (default "
-                                             "false)."}}}}},
+              {"multiline",
+               {{"type", "boolean"},
+                {"description",
+                 "Let patterns span lines; `.` then matches newlines too (default "
+                 "false)."}}}}},
             {"required", {"pattern"}},
             {"additionalProperties", false}};
   }
@@ -277,8 +285,8 @@ class GrepTool {
    public:
     ContentPrinter(const nlohmann::json& arguments, std::size_t max_line_length)
         : numbers_(detail::bool_argument(arguments, "-n", true)), max_line_length_(max_line_length) {
-      const std::int64_t both =
-          detail::integer_argument(arguments, "-C").value_or(detail::integer_argument(arguments, "context").value_or(0));
+      const std::int64_t both = detail::integer_argument(arguments, "-C")
+                                    .value_or(detail::integer_argument(arguments, "context").value_or(0));
       before_ = static_cast<std::size_t>(detail::integer_argument(arguments, "-B").value_or(both));
       after_ = static_cast<std::size_t>(detail::integer_argument(arguments, "-A").value_or(both));
     }
@@ -289,8 +297,10 @@ class GrepTool {
       for (const std::size_t line : lines) {
         const std::size_t from = line > before_ ? line - before_ : 0;
         const std::size_t to = std::min(index.count() - 1, line + after_);
-        if (!groups.empty() && from <= groups.back().second + 1) groups.back().second = std::max(groups.back().second, to);
-        else groups.emplace_back(from, to);
+        if (!groups.empty() && from <= groups.back().second + 1)
+          groups.back().second = std::max(groups.back().second, to);
+        else
+          groups.emplace_back(from, to);
       }
       std::size_t next_match = 0;
       for (const auto& [from, to] : groups) {
@@ -350,9 +360,9 @@ class GrepTool {
 
   static detail::regex::Regex compile(const nlohmann::json& arguments, bool multiline) {
     try {
-      return detail::regex::Regex(detail::string_argument(arguments, "pattern"),
-                                  detail::regex::Options{detail::bool_argument(arguments, "-i", false), multiline,
-                                                         !multiline});
+      return detail::regex::Regex(
+          detail::string_argument(arguments, "pattern"),
+          detail::regex::Options{detail::bool_argument(arguments, "-i", false), multiline, !multiline});
     } catch (const detail::regex::SyntaxError& error) {
       throw detail::ToolFailure(std::string("Invalid regular expression: ") + error.what() +
                                 ". Grep uses ripgrep's regex syntax: escape the special characters ( ) [ ] { } . * + ? "
@@ -387,7 +397,8 @@ class GrepTool {
       if (const int error = files.root().try_open(target, O_PATH, true, fd); error != 0)
         throw ToolFailure(error == ENOENT ? "Path does not exist: " + detail::shown_path(files.absolute(target)) + "."
                                           : detail::describe_path_error(error, files.absolute(target)));
-      if (::fstat(fd.get(), &status) != 0) throw ToolFailure(detail::describe_path_error(errno, files.absolute(target)));
+      if (::fstat(fd.get(), &status) != 0)
+        throw ToolFailure(detail::describe_path_error(errno, files.absolute(target)));
     }
     Candidates result;
     if (!S_ISDIR(status.st_mode)) {  // an explicit file is searched whatever glob and type say, as ripgrep does
@@ -427,8 +438,9 @@ class GrepTool {
     const auto deadline = std::chrono::steady_clock::now() + options_.time_budget;
     Candidates search = candidates(files, arguments, context, deadline);
 
-    const std::size_t head_limit = static_cast<std::size_t>(
-        detail::integer_argument(arguments, "head_limit").value_or(static_cast<std::int64_t>(options_.default_head_limit)));
+    const std::size_t head_limit =
+        static_cast<std::size_t>(detail::integer_argument(arguments, "head_limit")
+                                     .value_or(static_cast<std::int64_t>(options_.default_head_limit)));
     const std::size_t offset = static_cast<std::size_t>(detail::integer_argument(arguments, "offset").value_or(0));
     Page page(offset, head_limit, options_.max_output_bytes);
     ContentPrinter printer(arguments, options_.max_line_length);
@@ -472,7 +484,8 @@ class GrepTool {
       const std::string shown = detail::sanitize_utf8(files.absolute(file.relative));
       if (mode == "content")
         printer.print(page, search.single_file ? std::string() : shown, content, detail::LineIndex(content), lines);
-      else if (mode == "count") page.add(shown + ":" + std::to_string(lines.size()));
+      else if (mode == "count")
+        page.add(shown + ":" + std::to_string(lines.size()));
     }
 
     std::string output;
@@ -482,8 +495,8 @@ class GrepTool {
       });
       for (const FileMatches& file : matched) page.add(detail::sanitize_utf8(files.absolute(file.relative)));
       output = matched.empty() ? "No files found"
-                               : "Found " + std::to_string(matched.size()) + (matched.size() == 1 ? " file" : " files") +
-                                     "\n" + page.text();
+                               : "Found " + std::to_string(matched.size()) +
+                                     (matched.size() == 1 ? " file" : " files") + "\n" + page.text();
     } else if (mode == "count") {
       output = matched.empty() ? "No matches found"
                                : page.text() + "\n\nFound " + std::to_string(total_lines) + " matching " +
@@ -502,8 +515,9 @@ class GrepTool {
                 " for the next page.]";
     }
     if (!skipped_large.empty())
-      output += "\n[Skipped " + std::to_string(skipped_large.size()) + " file" + (skipped_large.size() == 1 ? "" : "s") +
-                " larger than " + detail::format_size(options_.max_file_bytes) + ", e.g. " +
+      output += "\n[Skipped " + std::to_string(skipped_large.size()) + " file" +
+                (skipped_large.size() == 1 ? "" : "s") + " larger than " +
+                detail::format_size(options_.max_file_bytes) + ", e.g. " +
                 detail::shown_path(files.absolute(skipped_large.front())) + "; search it with Bash.]";
     if (!search.incomplete.empty())
       output += "\n[The search stopped early (" + search.incomplete +

@@ -13,10 +13,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/text_edit.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/edit.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
@@ -47,18 +47,18 @@ class MultiEditTool {
            "edited.";
   }
   [[nodiscard]] nlohmann::json parameters() const {
-    const nlohmann::json edit = {
-        {"type", "object"},
-        {"properties", detail::replacement_properties()},
-        {"required", {"old_string", "new_string"}},
-        {"additionalProperties", false}};
+    const nlohmann::json edit = {{"type", "object"},
+                                 {"properties", detail::replacement_properties()},
+                                 {"required", {"old_string", "new_string"}},
+                                 {"additionalProperties", false}};
     return {{"type", "object"},
             {"properties",
              {{"file_path", detail::file_path_property("modify")},
-              {"edits", {{"type", "array"},
-                         {"minItems", 1},
-                         {"items", edit},
-                         {"description", "The edits, applied in this order, all or none."}}}}},
+              {"edits",
+               {{"type", "array"},
+                {"minItems", 1},
+                {"items", edit},
+                {"description", "The edits, applied in this order, all or none."}}}}},
             {"required", {"file_path", "edits"}},
             {"additionalProperties", false}};
   }

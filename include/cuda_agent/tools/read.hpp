@@ -23,9 +23,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent {
@@ -143,11 +143,16 @@ class ReadTool {
         "right-aligned, then a tab, then the line).\n\n"
         "Usage:\n"
         "- file_path may be absolute or relative to the workspace root; it must lie inside the workspace.\n"
-        "- By default up to " + lines + " lines are returned, starting at the first. For long files, pass offset (the "
+        "- By default up to " +
+        lines +
+        " lines are returned, starting at the first. For long files, pass offset (the "
         "1-based line to start at) and limit (how many lines) to read a part; reading the whole file is usually best "
         "when it is small.\n"
-        "- Lines longer than " + std::to_string(options_.max_line_length) + " characters are cut.\n"
-        "- Files over " + detail::format_size(options_.max_whole_file_bytes) +
+        "- Lines longer than " +
+        std::to_string(options_.max_line_length) +
+        " characters are cut.\n"
+        "- Files over " +
+        detail::format_size(options_.max_whole_file_bytes) +
         " must be read in parts with offset/limit; use Grep to find the lines you need.\n"
         "- Binary files (object files, libraries, images) are refused; inspect them with Bash.\n"
         "- The line-number prefix is not part of the file: never copy it into Edit's old_string.\n"
@@ -162,14 +167,18 @@ class ReadTool {
     return {{"type", "object"},
             {"properties",
              {{"file_path", detail::file_path_property("read")},
-              {"offset", {{"type", "integer"},
-                          {"minimum", 0},
-                          {"description", "The line number to start reading from (1-based). Only provide if the "
-                                          "file is too large to read at once."}}},
-              {"limit", {{"type", "integer"},
-                         {"minimum", 1},
-                         {"description", "The number of lines to read. Only provide if the file is too large to "
-                                         "read at once."}}}}},
+              {"offset",
+               {{"type", "integer"},
+                {"minimum", 0},
+                {"description",
+                 "The line number to start reading from (1-based). Only provide if the "
+                 "file is too large to read at once."}}},
+              {"limit",
+               {{"type", "integer"},
+                {"minimum", 1},
+                {"description",
+                 "The number of lines to read. Only provide if the file is too large to "
+                 "read at once."}}}}},
             {"required", {"file_path"}},
             {"additionalProperties", false}};
   }
@@ -206,17 +215,17 @@ class ReadTool {
     if (size == 0) {
       detail::WorkspaceFiles::remember_read(context, shown, status);
       metadata["lines"] = 0;
-      return ToolResult::success("Warning: the file " + detail::shown_path(shown) +
-                                     " exists but its contents are empty.",
-                                 std::move(metadata));
+      return ToolResult::success(
+          "Warning: the file " + detail::shown_path(shown) + " exists but its contents are empty.",
+          std::move(metadata));
     }
 
     std::array<char, 8192> head{};
     const ssize_t head_size = ::pread(fd.get(), head.data(), head.size(), 0);
     if (head_size > 0 && detail::looks_binary(std::string_view(head.data(), static_cast<std::size_t>(head_size))))
       throw ToolFailure(detail::shown_path(shown) + " looks like a binary file (" + detail::format_size(size) +
-                        "); Read shows text files only. Inspect it with Bash, for example `file " + shown +
-                        "`, `xxd " + shown + " | head`, or `nm -C` / `cuobjdump` for object files.");
+                        "); Read shows text files only. Inspect it with Bash, for example `file " + shown + "`, `xxd " +
+                        shown + " | head`, or `nm -C` / `cuobjdump` for object files.");
 
     const std::optional<std::int64_t> offset_argument = detail::integer_argument(arguments, "offset");
     const std::optional<std::int64_t> limit_argument = detail::integer_argument(arguments, "limit");
@@ -224,17 +233,16 @@ class ReadTool {
       detail::LineReader counter(fd.get(), 0);
       std::uint64_t total = 0;
       const bool counted = counter.count_remaining(options_.max_counted_bytes, total);
-      throw ToolFailure("File content (" + detail::format_size(size) + (counted ? ", " + std::to_string(total) + " lines" : std::string()) +
-                        ") exceeds the maximum that Read returns at once (" +
-                        detail::format_size(options_.max_whole_file_bytes) +
-                        "). Read it in parts with offset and limit (for example offset=1, limit=" +
-                        std::to_string(options_.default_line_limit) +
-                        "), or search it with Grep for the lines you need.");
+      throw ToolFailure(
+          "File content (" + detail::format_size(size) +
+          (counted ? ", " + std::to_string(total) + " lines" : std::string()) +
+          ") exceeds the maximum that Read returns at once (" + detail::format_size(options_.max_whole_file_bytes) +
+          "). Read it in parts with offset and limit (for example offset=1, limit=" +
+          std::to_string(options_.default_line_limit) + "), or search it with Grep for the lines you need.");
     }
 
     const std::size_t first = static_cast<std::size_t>(std::max<std::int64_t>(offset_argument.value_or(1), 1));
-    const std::size_t limit =
-        limit_argument ? static_cast<std::size_t>(*limit_argument) : options_.default_line_limit;
+    const std::size_t limit = limit_argument ? static_cast<std::size_t>(*limit_argument) : options_.default_line_limit;
 
     detail::LineReader reader(fd.get(), options_.max_line_length * 4 + 4);
     std::string output;

@@ -12,9 +12,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/tool_support.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent {

@@ -20,7 +20,7 @@
 #include <stdexcept>  // invalid_argument
 #include <string>     // string
 #include <string_view>
-#include <vector>     // vector
+#include <vector>  // vector
 
 #include <ATen/ATen.h>
 
@@ -52,21 +52,34 @@ struct OutputCheck {
 /// the key of TolerancePolicy::by_dtype.
 [[nodiscard]] inline std::string dtype_name(c10::ScalarType type) {
   switch (type) {
-    case c10::ScalarType::Float: return "float32";
-    case c10::ScalarType::Double: return "float64";
-    case c10::ScalarType::Half: return "float16";
-    case c10::ScalarType::BFloat16: return "bfloat16";
-    case c10::ScalarType::ComplexFloat: return "complex64";
-    case c10::ScalarType::ComplexDouble: return "complex128";
-    case c10::ScalarType::Bool: return "bool";
-    case c10::ScalarType::Byte: return "uint8";
-    case c10::ScalarType::Char: return "int8";
-    case c10::ScalarType::Short: return "int16";
-    case c10::ScalarType::Int: return "int32";
-    case c10::ScalarType::Long: return "int64";
+    case c10::ScalarType::Float:
+      return "float32";
+    case c10::ScalarType::Double:
+      return "float64";
+    case c10::ScalarType::Half:
+      return "float16";
+    case c10::ScalarType::BFloat16:
+      return "bfloat16";
+    case c10::ScalarType::ComplexFloat:
+      return "complex64";
+    case c10::ScalarType::ComplexDouble:
+      return "complex128";
+    case c10::ScalarType::Bool:
+      return "bool";
+    case c10::ScalarType::Byte:
+      return "uint8";
+    case c10::ScalarType::Char:
+      return "int8";
+    case c10::ScalarType::Short:
+      return "int16";
+    case c10::ScalarType::Int:
+      return "int32";
+    case c10::ScalarType::Long:
+      return "int64";
     default: {
       std::string name = c10::toString(type);
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      std::transform(name.begin(), name.end(), name.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
       return name;
     }
   }
@@ -146,22 +159,25 @@ inline double finite_rms(const at::Tensor& tensor) {
   if (!expected.defined()) throw std::invalid_argument("check_output: the reference tensor is undefined");
   if (!actual.defined())
     return detail::failed_check(RejectionReason::output_type, name + " is an undefined tensor; a tensor of shape " +
-                                                                  detail::format_shape(expected.sizes()) + " is expected.");
+                                                                  detail::format_shape(expected.sizes()) +
+                                                                  " is expected.");
   if (actual.sizes() != expected.sizes())
     return detail::failed_check(RejectionReason::shape_mismatch,
                                 name + " has shape " + detail::format_shape(actual.sizes()) + ", the reference " +
                                     detail::format_shape(expected.sizes()) + ".");
   if (actual.scalar_type() != expected.scalar_type())
-    return detail::failed_check(RejectionReason::dtype_mismatch, name + " has dtype " + dtype_name(actual.scalar_type()) +
-                                                                     ", the reference " + dtype_name(expected.scalar_type()) + ".");
+    return detail::failed_check(RejectionReason::dtype_mismatch,
+                                name + " has dtype " + dtype_name(actual.scalar_type()) + ", the reference " +
+                                    dtype_name(expected.scalar_type()) + ".");
   if (actual.device().type() != expected.device().type())
-    return detail::failed_check(RejectionReason::device_mismatch, name + " is on " + actual.device().str() +
-                                                                      ", the reference on " + expected.device().str() + ".");
+    return detail::failed_check(
+        RejectionReason::device_mismatch,
+        name + " is on " + actual.device().str() + ", the reference on " + expected.device().str() + ".");
 
   OutputCheck check;
   const bool floating = expected.is_floating_point() || expected.is_complex();
   check.tolerance = floating ? policy.for_output(dtype_name(expected.scalar_type()), detail::finite_rms(expected))
-                              : Tolerance{0.0, 0.0};
+                             : Tolerance{0.0, 0.0};
   if (expected.numel() == 0) return check;
 
   const at::Tensor expected_flat = expected.reshape(-1);
@@ -177,16 +193,17 @@ inline double finite_rms(const at::Tensor& tensor) {
     check.first_index = detail::unravel_index(first, expected.sizes());
     check.passed = false;
     check.reason = RejectionReason::value_mismatch;
-    check.message = name + " differs from the reference at index " + detail::format_index(check.first_index) + " (shape " +
-                    shape + "): expected " + detail::element_text(expected_flat, first) + ", got " +
+    check.message = name + " differs from the reference at index " + detail::format_index(check.first_index) +
+                    " (shape " + shape + "): expected " + detail::element_text(expected_flat, first) + ", got " +
                     detail::element_text(actual_flat, first) + "; " + std::to_string(check.mismatches) + " of " +
                     std::to_string(total) + " elements differ (" + dtype_name(expected.scalar_type()) +
                     " values must match exactly).";
     return check;
   }
 
-  const auto working = expected.is_complex() ? (expected.scalar_type() == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat)
-                                             : (expected.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
+  const auto working = expected.is_complex()
+                           ? (expected.scalar_type() == at::kComplexDouble ? at::kComplexDouble : at::kComplexFloat)
+                           : (expected.scalar_type() == at::kDouble ? at::kDouble : at::kFloat);
   const at::Tensor e = expected_flat.to(working);
   const at::Tensor a = actual_flat.to(working);
   const double atol = check.tolerance.atol;
@@ -209,10 +226,11 @@ inline double finite_rms(const at::Tensor& tensor) {
     check.mismatches = broken_count;
     check.passed = false;
     check.reason = RejectionReason::non_finite;
-    check.message = name + " holds " + std::to_string(broken_count) + " non-finite values where the reference is finite (" +
-                    std::to_string(nan_count) + " NaN); the first is at index " + detail::format_index(check.first_index) +
-                    ": expected " + detail::element_text(expected_flat, first) + ", got " +
-                    detail::element_text(actual_flat, first) + ".";
+    check.message = name + " holds " + std::to_string(broken_count) +
+                    " non-finite values where the reference is finite (" + std::to_string(nan_count) +
+                    " NaN); the first is at index " + detail::format_index(check.first_index) + ": expected " +
+                    detail::element_text(expected_flat, first) + ", got " + detail::element_text(actual_flat, first) +
+                    ".";
     return check;
   }
 
@@ -226,10 +244,11 @@ inline double finite_rms(const at::Tensor& tensor) {
   std::ostringstream message;
   message.precision(3);
   const double want = e[first].abs().item<double>();
-  message << name << " differs from the reference at index " << detail::format_index(check.first_index) << " (shape " << shape
-          << "): expected " << detail::element_text(expected_flat, first) << ", got " << detail::element_text(actual_flat, first)
-          << " (|difference| " << difference[first].item<double>() << " > atol " << atol << " + rtol " << rtol
-          << " x |expected| = " << atol + rtol * want << "). " << check.mismatches << " of " << total << " elements ("
+  message << name << " differs from the reference at index " << detail::format_index(check.first_index) << " (shape "
+          << shape << "): expected " << detail::element_text(expected_flat, first) << ", got "
+          << detail::element_text(actual_flat, first) << " (|difference| " << difference[first].item<double>()
+          << " > atol " << atol << " + rtol " << rtol << " x |expected| = " << atol + rtol * want << "). "
+          << check.mismatches << " of " << total << " elements ("
           << 100.0 * static_cast<double>(check.mismatches) / static_cast<double>(total)
           << "%) are outside the tolerance; the largest difference is " << check.max_abs_error << " at index "
           << detail::format_index(detail::unravel_index(worst, expected.sizes())) << ".";

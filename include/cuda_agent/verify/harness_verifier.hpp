@@ -52,26 +52,26 @@
 #include <utility>       // move, pair
 #include <vector>        // vector
 
-#include <cstring>     // strerror
 #include <sys/stat.h>  // mkfifo, chmod
 #include <unistd.h>    // geteuid, getpid, sysconf
+#include <cstring>     // strerror
 
 #include <nlohmann/json.hpp>
 
-#include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
-#include "cuda_agent/verify/harness_worker.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/sandbox.hpp"
+#include "cuda_agent/sandbox/bubblewrap_sandbox.hpp"
 #include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/tolerance.hpp"
 #include "cuda_agent/verifier.hpp"
+#include "cuda_agent/verify/harness_worker.hpp"
 #include "cuda_agent/verify/link_policy.hpp"
 
 namespace cuda_agent {
@@ -145,7 +145,9 @@ struct HarnessOptions {
   /// the sandbox users. Empty: a fresh directory under the system's temporary directory,
   /// removed with the verifier.
   std::filesystem::path work_directory;
-  HarnessSandboxFactory sandbox_factory = [](SandboxOptions options) { return make_default_sandbox(std::move(options)); };
+  HarnessSandboxFactory sandbox_factory = [](SandboxOptions options) {
+    return make_default_sandbox(std::move(options));
+  };
   /// The base of every worker's sandbox options (limits, environment, hidden paths); the
   /// verifier sets the workspace, mounts, GPUs and identity of each worker on top.
   SandboxOptions sandbox;
@@ -183,10 +185,10 @@ inline std::string capped(std::string text, std::size_t limit) {
 inline void seal_tree(const std::filesystem::path& root) {
   using std::filesystem::perms;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(root))
-    std::filesystem::permissions(entry.path(),
-                                 entry.is_directory() ? perms::owner_read | perms::owner_exec | perms::group_read |
-                                                            perms::group_exec | perms::others_read | perms::others_exec
-                                                      : perms::owner_read | perms::group_read | perms::others_read);
+    std::filesystem::permissions(entry.path(), entry.is_directory()
+                                                   ? perms::owner_read | perms::owner_exec | perms::group_read |
+                                                         perms::group_exec | perms::others_read | perms::others_exec
+                                                   : perms::owner_read | perms::group_read | perms::others_read);
   std::filesystem::permissions(root, perms::owner_read | perms::owner_exec | perms::group_read | perms::group_exec |
                                          perms::others_read | perms::others_exec);
 }
@@ -194,8 +196,8 @@ inline void seal_tree(const std::filesystem::path& root) {
 inline void make_open_directory(const std::filesystem::path& path) {
   std::filesystem::create_directories(path);
   using std::filesystem::perms;
-  std::filesystem::permissions(path, perms::owner_all | perms::group_read | perms::group_exec | perms::others_read |
-                                         perms::others_exec);
+  std::filesystem::permissions(
+      path, perms::owner_all | perms::group_read | perms::group_exec | perms::others_read | perms::others_exec);
 }
 
 inline void give_to(const std::filesystem::path& path, const std::pair<uid_t, gid_t>& identity) {
@@ -216,7 +218,8 @@ class HarnessVerifier {
     if (options_.device != "cuda" && options_.device != "cpu")
       throw std::invalid_argument("HarnessVerifier: unknown device '" + options_.device + "'; use \"cuda\" or \"cpu\"");
     if (policy_.input_sets < 1 || policy_.runs_per_set < 1 || policy_.extra_calls < 0)
-      throw std::invalid_argument("HarnessVerifier: input_sets and runs_per_set must be positive, extra_calls not negative");
+      throw std::invalid_argument(
+          "HarnessVerifier: input_sets and runs_per_set must be positive, extra_calls not negative");
     if (!options_.sandbox_factory) throw std::invalid_argument("HarnessVerifier: no sandbox factory");
     const auto python = detail::locate_python(options_.python);
     if (!python)
@@ -439,7 +442,8 @@ class HarnessVerifier {
         worker_options.prepared_child = options_.prepared_children;
         // Inside bubblewrap these are the sandbox's private folders: cleaned after each request.
         worker_options.scrub_directories = {"/tmp", "/dev/shm"};
-        worker = std::make_unique<HarnessWorker>(options_.sandbox_factory(worker_sandbox(role)), std::move(worker_options));
+        worker =
+            std::make_unique<HarnessWorker>(options_.sandbox_factory(worker_sandbox(role)), std::move(worker_options));
       }
       report("starting the " + role + " harness worker (imports torch once)");
       starting.push_back(worker.get());
@@ -506,12 +510,9 @@ class HarnessVerifier {
 
   /// What an audit's result depends on besides the task: the harness and the policy.
   std::string audit_key(const Task& task) const {
-    const nlohmann::json key = {{"task", task.content_hash()},
-                                {"harness", harness_digest()},
-                                {"device", options_.device},
-                                {"tolerance", policy_.tolerance},
-                                {"mode", policy_.model_mode},
-                                {"perturb_weights", policy_.perturb_weights},
+    const nlohmann::json key = {{"task", task.content_hash()},         {"harness", harness_digest()},
+                                {"device", options_.device},           {"tolerance", policy_.tolerance},
+                                {"mode", policy_.model_mode},          {"perturb_weights", policy_.perturb_weights},
                                 {"scales", scales(policy_.input_sets)}};
     return detail::Sha256{}.update("cuda-agent audit v1\n").update(key.dump()).hex_digest();
   }
@@ -524,8 +525,9 @@ class HarnessVerifier {
       cached["cached"] = true;
       return cached;
     }
-    const std::filesystem::path file =
-        options_.audit_cache_directory.empty() ? std::filesystem::path() : options_.audit_cache_directory / (key + ".json");
+    const std::filesystem::path file = options_.audit_cache_directory.empty()
+                                           ? std::filesystem::path()
+                                           : options_.audit_cache_directory / (key + ".json");
     if (!file.empty()) {
       std::error_code error;
       if (std::filesystem::exists(file, error)) {
@@ -553,7 +555,8 @@ class HarnessVerifier {
     state_->audits[key] = result;
     if (!file.empty()) {
       std::filesystem::create_directories(file.parent_path());
-      detail::write_file_atomically(file, nlohmann::json{{"key", key}, {"task", task.name}, {"audit", result}}.dump(1) + "\n");
+      detail::write_file_atomically(
+          file, nlohmann::json{{"key", key}, {"task", task.name}, {"audit", result}}.dump(1) + "\n");
     }
     result["cached"] = false;
     return result;
@@ -561,7 +564,8 @@ class HarnessVerifier {
 
   std::vector<double> scales(int sets) const {
     std::vector<double> result(static_cast<std::size_t>(sets), 1.0);
-    const std::size_t stressed = std::min(policy_.stress_scales.size(), static_cast<std::size_t>(sets > 1 ? sets - 1 : 0));
+    const std::size_t stressed =
+        std::min(policy_.stress_scales.size(), static_cast<std::size_t>(sets > 1 ? sets - 1 : 0));
     for (std::size_t i = 0; i < stressed; ++i)
       result[result.size() - stressed + i] = policy_.stress_scales[policy_.stress_scales.size() - stressed + i];
     return result;
@@ -640,7 +644,8 @@ class HarnessVerifier {
     return found;
   }
 
-  static VerificationResult rejected(RejectionReason reason, std::string message, nlohmann::json details = nlohmann::json::object()) {
+  static VerificationResult rejected(RejectionReason reason, std::string message,
+                                     nlohmann::json details = nlohmann::json::object()) {
     VerificationResult result;
     result.correct = false;
     result.rejection = Rejection{reason, std::move(message), std::move(details)};
@@ -659,7 +664,8 @@ class HarnessVerifier {
     try {
       files = read_candidate_sources(candidate.source_directory).files;
     } catch (const std::exception& error) {
-      return rejected(RejectionReason::load_error, std::string("the candidate's files could not be read: ") + error.what());
+      return rejected(RejectionReason::load_error,
+                      std::string("the candidate's files could not be read: ") + error.what());
     }
     start_workers();
     phase_end("read_sources_ms");
@@ -674,8 +680,9 @@ class HarnessVerifier {
     }
     const auto module = candidate.build_directory.empty() ? std::nullopt : find_module(candidate.build_directory);
     if (!module)
-      return rejected(RejectionReason::load_error, "no built cuda_extension module in " +
-                                                       candidate.build_directory.string() + "; compile the candidate first");
+      return rejected(
+          RejectionReason::load_error,
+          "no built cuda_extension module in " + candidate.build_directory.string() + "; compile the candidate first");
     if (!files.count(std::string(candidate_model_file)))
       return rejected(RejectionReason::interface_mismatch, "the candidate has no model_new.py");
     if (policy_.check_linked_symbols) {
@@ -759,8 +766,8 @@ class HarnessVerifier {
     reference_arguments["distributions"] = distributions;
     reference_arguments["runs"] = policy_.runs_per_set;
     reference_arguments["extra_calls"] = policy_.extra_calls;
-    reference_arguments["plan_seed"] = policy_.plan_seed.value_or((std::uint64_t{std::random_device{}()} << 32) |
-                                                                  std::random_device{}());
+    reference_arguments["plan_seed"] =
+        policy_.plan_seed.value_or((std::uint64_t{std::random_device{}()} << 32) | std::random_device{}());
     reference_arguments["observe_last_call"] = policy_.observe_device_activity;
     reference_arguments["tolerance"] = policy_.tolerance;
     reference_arguments["check_reference_determinism"] = policy_.check_reference_determinism;
@@ -797,14 +804,16 @@ class HarnessVerifier {
     try {
       reference_reply = state_->reference->wait(reference_id, patience);
     } catch (const HarnessError& error) {
-      throw HarnessError(std::string("the reference process did not finish after the candidate ended (") + error.what() +
-                         "); the harness was restarted");
+      throw HarnessError(std::string("the reference process did not finish after the candidate ended (") +
+                         error.what() + "); the harness was restarted");
     }
     phase_end("processes_ms");
     // Each worker's time from taking the request to the child's report, and to its exit.
-    for (const auto& [role, reply] : {std::pair{"reference", &reference_reply}, std::pair{"candidate", &candidate_reply}})
-      host_timings[std::string(role) + "_worker_ms"] = {{"reported", reply->message.value("reported_ms", nlohmann::json())},
-                                                       {"done", reply->message.value("duration_ms", nlohmann::json())}};
+    for (const auto& [role, reply] :
+         {std::pair{"reference", &reference_reply}, std::pair{"candidate", &candidate_reply}})
+      host_timings[std::string(role) + "_worker_ms"] = {
+          {"reported", reply->message.value("reported_ms", nlohmann::json())},
+          {"done", reply->message.value("duration_ms", nlohmann::json())}};
     VerificationResult result = combine(candidate_reply, reference_reply);
     result.details["host_timings_ms"] = std::move(host_timings);
     result.details["seeds"] = seeds;
@@ -832,8 +841,8 @@ class HarnessVerifier {
     VerificationResult result;
     nlohmann::json& details = result.details;
     details["candidate_output"] = detail::capped(candidate.output(), 8000);
-    const nlohmann::json candidate_report = candidate.has_result() && candidate.result().is_object()
-                                                ? candidate.result() : nlohmann::json::object();
+    const nlohmann::json candidate_report =
+        candidate.has_result() && candidate.result().is_object() ? candidate.result() : nlohmann::json::object();
     if (candidate_report.contains("observations")) details["observations"] = candidate_report["observations"];
     if (candidate_report.contains("timings_ms")) details["candidate_timings_ms"] = candidate_report["timings_ms"];
     if (!reference.has_result()) {
@@ -852,7 +861,7 @@ class HarnessVerifier {
     result.checks_passed = static_cast<int>(details["checks"].size());
     const nlohmann::json verdict = judged.value("verdict", nlohmann::json::object());
     const std::string stage = judged.value("candidate_stage", std::string("start"));
-    const std::string where = stage == "start" ? "before ModelNew was constructed"
+    const std::string where = stage == "start"         ? "before ModelNew was constructed"
                               : stage == "constructed" ? "before its first output"
                                                        : "after " + stage;
 
@@ -863,12 +872,12 @@ class HarnessVerifier {
     };
     // What the worker saw itself comes first: these cannot be forged by the candidate.
     if (candidate.timed_out())
-      return reject(RejectionReason::timeout,
-                    "the candidate did not finish within " + std::to_string(policy_.timeout.count() / 1000) +
-                        " s (stopped " + where + "); look for an endless loop or a kernel that never ends");
+      return reject(RejectionReason::timeout, "the candidate did not finish within " +
+                                                  std::to_string(policy_.timeout.count() / 1000) + " s (stopped " +
+                                                  where + "); look for an endless loop or a kernel that never ends");
     if (const auto signal = candidate.signal())
-      return reject(RejectionReason::crashed, "the candidate process was killed by " + detail::signal_name(*signal) + " " +
-                                                  where + " (an invalid memory access, an abort, or a limit)");
+      return reject(RejectionReason::crashed, "the candidate process was killed by " + detail::signal_name(*signal) +
+                                                  " " + where + " (an invalid memory access, an abort, or a limit)");
     if (candidate.stragglers() > 0)
       return reject(RejectionReason::work_outlived_call,
                     "the candidate left " + std::to_string(candidate.stragglers()) +
@@ -879,8 +888,7 @@ class HarnessVerifier {
       // A candidate may only blame itself: a reason it reports is never the harness's fault.
       RejectionReason reason = parse_rejection_reason(reported.value("reason", "")).value_or(RejectionReason::crashed);
       if (reason == RejectionReason::harness_error) reason = RejectionReason::crashed;
-      return reject(reason,
-                    detail::capped(reported.value("message", std::string("the candidate was rejected")), 4000),
+      return reject(reason, detail::capped(reported.value("message", std::string("the candidate was rejected")), 4000),
                     reported.value("details", nlohmann::json::object()));
     }
     if (!verdict.value("correct", false)) {
@@ -890,12 +898,13 @@ class HarnessVerifier {
                       verdict.value("message", std::string("the outputs differ from the reference")),
                       verdict.value("details", nlohmann::json::object()));
       if (candidate.has_error())
-        return reject(RejectionReason::crashed, "the candidate process failed " + where + ": " + candidate.error_text());
+        return reject(RejectionReason::crashed,
+                      "the candidate process failed " + where + ": " + candidate.error_text());
       const auto code = candidate.exit_code();
-      return reject(RejectionReason::crashed,
-                    "the candidate process ended " + where + " without reporting a result (exit status " +
-                        (code ? std::to_string(*code) : std::string("unknown")) +
-                        "); ModelNew must not exit the process or close its descriptors");
+      return reject(RejectionReason::crashed, "the candidate process ended " + where +
+                                                  " without reporting a result (exit status " +
+                                                  (code ? std::to_string(*code) : std::string("unknown")) +
+                                                  "); ModelNew must not exit the process or close its descriptors");
     }
     if (candidate_report.value("status", "") != "completed")
       return reject(RejectionReason::crashed, "the candidate process did not complete the verification (" +

@@ -16,23 +16,23 @@
 /// thread of its own). A worker that dies, hangs or answers out of protocol is restarted
 /// on the next request; a request that does not finish in time is cancelled.
 
-#include <algorithm>     // min
-#include <atomic>        // atomic
-#include <cerrno>        // errno, EINTR, EAGAIN
-#include <chrono>        // milliseconds, steady_clock
-#include <cstring>       // strerror
-#include <filesystem>    // path, remove, create_directories
-#include <functional>    // function
-#include <memory>        // unique_ptr, shared_ptr, make_unique, make_shared
-#include <optional>      // optional
-#include <random>        // random_device
-#include <stdexcept>     // runtime_error
-#include <stop_token>    // stop_source
-#include <string>        // string
-#include <string_view>   // string_view
-#include <thread>        // jthread
-#include <utility>       // move
-#include <vector>        // vector
+#include <algorithm>    // min
+#include <atomic>       // atomic
+#include <cerrno>       // errno, EINTR, EAGAIN
+#include <chrono>       // milliseconds, steady_clock
+#include <cstring>      // strerror
+#include <filesystem>   // path, remove, create_directories
+#include <functional>   // function
+#include <memory>       // unique_ptr, shared_ptr, make_unique, make_shared
+#include <optional>     // optional
+#include <random>       // random_device
+#include <stdexcept>    // runtime_error
+#include <stop_token>   // stop_source
+#include <string>       // string
+#include <string_view>  // string_view
+#include <thread>       // jthread
+#include <utility>      // move
+#include <vector>       // vector
 
 #include <fcntl.h>     // open, O_RDWR, O_RDONLY, O_NONBLOCK
 #include <poll.h>      // poll
@@ -137,11 +137,13 @@ class JsonLineReader {
           throw HarnessError("the harness worker wrote a line that is not a JSON object: " + line.substr(0, 200));
         return parsed;
       }
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      const auto left =
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
       if (left.count() <= 0) return std::nullopt;
       pollfd watch{fd_, POLLIN, 0};
       const int ready = ::poll(&watch, 1, static_cast<int>(std::min<long long>(left.count(), 200)));
-      if (ready < 0 && errno != EINTR) throw HarnessError(std::string("poll on the worker channel: ") + std::strerror(errno));
+      if (ready < 0 && errno != EINTR)
+        throw HarnessError(std::string("poll on the worker channel: ") + std::strerror(errno));
       if (ready <= 0) {
         if (!writer_alive()) throw HarnessError("the harness worker exited");
         continue;
@@ -199,7 +201,8 @@ inline void write_all(int fd, std::string_view data, std::chrono::steady_clock::
     }
     if (written < 0 && errno == EINTR) continue;
     if (written < 0 && errno == EAGAIN) {
-      if (std::chrono::steady_clock::now() > deadline) throw HarnessError("the harness worker stopped reading requests");
+      if (std::chrono::steady_clock::now() > deadline)
+        throw HarnessError("the harness worker stopped reading requests");
       pollfd watch{fd, POLLOUT, 0};
       ::poll(&watch, 1, 100);
       continue;
@@ -248,10 +251,22 @@ class HarnessWorker {
     reader_.emplace(replies_fd_.get());
 
     Command command;
-    const std::string bootstrap = "import sys; sys.path.insert(0, " + python_string(options_.harness_directory.string()) +
+    const std::string bootstrap = "import sys; sys.path.insert(0, " +
+                                  python_string(options_.harness_directory.string()) +
                                   "); from cuda_agent_harness.worker import main; sys.exit(main(sys.argv[1:]))";
-    command.argv = {options_.python.string(), "-I", "-B", "-c", bootstrap, "--role", options_.role, "--device",
-                    options_.device, "--requests", requests.string(), "--replies", replies.string()};
+    command.argv = {options_.python.string(),
+                    "-I",
+                    "-B",
+                    "-c",
+                    bootstrap,
+                    "--role",
+                    options_.role,
+                    "--device",
+                    options_.device,
+                    "--requests",
+                    requests.string(),
+                    "--replies",
+                    replies.string()};
     for (const std::string& directory : options_.scrub_directories) {
       command.argv.push_back("--scrub");
       command.argv.push_back(directory);
@@ -283,9 +298,9 @@ class HarnessWorker {
       message.reset();
     }
     if (!message || message->value("event", "") != "ready") {
-      std::string why = !message ? "it did not answer within " +
-                                       std::to_string(options_.startup_timeout.count() / 1000) + " s"
-                                 : "it reported: " + message->value("message", message->dump());
+      std::string why =
+          !message ? "it did not answer within " + std::to_string(options_.startup_timeout.count() / 1000) + " s"
+                   : "it reported: " + message->value("message", message->dump());
       stop();
       throw HarnessError("the " + options_.role + " harness worker did not start (" + why + ")" + last_output());
     }
@@ -300,8 +315,8 @@ class HarnessWorker {
   std::string submit(std::string_view handler, const nlohmann::json& arguments, std::chrono::milliseconds timeout) {
     start();
     const std::string id = detail::random_hex(8);
-    const nlohmann::json request = {{"id", id}, {"handler", handler}, {"args", arguments},
-                                    {"timeout_ms", static_cast<double>(timeout.count())}};
+    const nlohmann::json request = {
+        {"id", id}, {"handler", handler}, {"args", arguments}, {"timeout_ms", static_cast<double>(timeout.count())}};
     send(request, std::chrono::seconds(30));
     return id;
   }

@@ -19,7 +19,8 @@ namespace cuda_agent {
 
 /// "CORRECT: ..." or "REJECTED (reason): message", with the static findings and the
 /// candidate's own output (capped at `output_limit` bytes) when there are any.
-[[nodiscard]] inline std::string describe_verification(const VerificationResult& result, std::size_t output_limit = 3000) {
+[[nodiscard]] inline std::string describe_verification(const VerificationResult& result,
+                                                       std::size_t output_limit = 3000) {
   const nlohmann::json& details = result.details;
   std::string text;
   if (result.correct) {
@@ -55,7 +56,8 @@ namespace cuda_agent {
   } else if (result.rejection) {
     text = "REJECTED (" + std::string(to_string(result.rejection->reason)) + "): " + result.rejection->message + "\n";
     const nlohmann::json& extra = result.rejection->details;
-    if (const auto findings = extra.find("findings"); findings != extra.end() && findings->is_array() && findings->size() > 1) {
+    if (const auto findings = extra.find("findings");
+        findings != extra.end() && findings->is_array() && findings->size() > 1) {
       text += "All findings of the static checks:\n";
       std::size_t shown = 0;
       for (const nlohmann::json& finding : *findings) {
@@ -71,8 +73,8 @@ namespace cuda_agent {
   } else {
     text = "NOT VERIFIED: no verdict.\n";
   }
-  if (const auto output = details.find("candidate_output"); output != details.end() && output->is_string() &&
-                                                            !output->get<std::string>().empty()) {
+  if (const auto output = details.find("candidate_output");
+      output != details.end() && output->is_string() && !output->get<std::string>().empty()) {
     std::string printed = output->get<std::string>();
     if (printed.size() > output_limit) printed = "[...]\n" + printed.substr(printed.size() - output_limit);
     text += "What the candidate printed:\n" + printed + (printed.back() == '\n' ? "" : "\n");

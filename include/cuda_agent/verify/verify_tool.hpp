@@ -18,12 +18,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/compile/compile_driver.hpp"
-#include "cuda_agent/verify/harness_verifier.hpp"
+#include "cuda_agent/compile/compile_tool.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/tool.hpp"
-#include "cuda_agent/compile/compile_tool.hpp"
-#include "cuda_agent/verify/verification_summary.hpp"
 #include "cuda_agent/verifier.hpp"
+#include "cuda_agent/verify/harness_verifier.hpp"
+#include "cuda_agent/verify/verification_summary.hpp"
 
 namespace cuda_agent {
 
@@ -41,8 +41,12 @@ struct VerifyToolOptions {
 template <Sandbox S = AnySandbox, Verifier V = HarnessVerifier>
 class VerifyTool {
  public:
-  VerifyTool(std::shared_ptr<CompileDriver<S>> driver, std::shared_ptr<V> verifier, Task task, VerifyToolOptions options)
-      : driver_(std::move(driver)), verifier_(std::move(verifier)), task_(std::move(task)), options_(std::move(options)) {
+  VerifyTool(std::shared_ptr<CompileDriver<S>> driver, std::shared_ptr<V> verifier, Task task,
+             VerifyToolOptions options)
+      : driver_(std::move(driver)),
+        verifier_(std::move(verifier)),
+        task_(std::move(task)),
+        options_(std::move(options)) {
     if (!driver_ || !verifier_) throw std::invalid_argument("VerifyTool needs a compile driver and a verifier");
     if (options_.build_directory.empty()) throw std::invalid_argument("VerifyTool needs a build directory");
   }
@@ -76,8 +80,9 @@ class VerifyTool {
                                {{"environment_error", true}});
     }
     if (!build.succeeded)
-      return ToolResult::error("Not verified: the build failed.\n" + describe_compile_result(build, options_.max_diagnostics),
-                               {{"stage", "compile"}, {"correct", false}});
+      return ToolResult::error(
+          "Not verified: the build failed.\n" + describe_compile_result(build, options_.max_diagnostics),
+          {{"stage", "compile"}, {"correct", false}});
     VerificationResult result;
     try {
       result = verifier_->verify(task_, Candidate{context.workspace(), options_.build_directory});

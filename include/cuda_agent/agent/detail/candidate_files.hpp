@@ -6,12 +6,12 @@
 /// `kernels/`), their content hash, and snapshots of them: what the agent loop hands to
 /// the trusted evaluator and keeps as the best answer.
 
-#include <algorithm>    // sort, any_of
-#include <filesystem>   // path, directory iteration, copy_file
-#include <string>       // string
-#include <string_view>  // string_view
-#include <system_error> // error_code
-#include <vector>       // vector
+#include <algorithm>     // sort, any_of
+#include <filesystem>    // path, directory iteration, copy_file
+#include <string>        // string
+#include <string_view>   // string_view
+#include <system_error>  // error_code
+#include <vector>        // vector
 
 #include "cuda_agent/detail/files.hpp"  // read_file
 #include "cuda_agent/detail/sha256.hpp"

@@ -28,7 +28,8 @@ inline std::optional<DiagnosticSeverity> severity_of(std::string_view word) {
 }
 
 inline bool all_digits(std::string_view text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
+  return !text.empty() &&
+         std::all_of(text.begin(), text.end(), [](char c) { return std::isdigit(static_cast<unsigned char>(c)) != 0; });
 }
 
 inline std::string trimmed(std::string_view text) {
@@ -110,7 +111,8 @@ inline std::optional<Diagnostic> parse_tool_line(std::string_view line, std::str
 
 /// Linker complaints: undefined references, multiple definitions, missing libraries.
 inline std::optional<Diagnostic> parse_linker(std::string_view line) {
-  for (std::string_view phrase : {"undefined reference to", "multiple definition of", "cannot find -l", "undefined symbol"}) {
+  for (std::string_view phrase :
+       {"undefined reference to", "multiple definition of", "cannot find -l", "undefined symbol"}) {
     const auto at = line.find(phrase);
     if (at == std::string_view::npos) continue;
     Diagnostic diagnostic;
@@ -145,7 +147,8 @@ inline std::optional<Diagnostic> parse_linker(std::string_view line) {
   }
   auto is_caret = [](std::string_view line) {
     const auto mark = line.find_first_not_of(' ');
-    return mark != std::string_view::npos && line[mark] == '^' && line.find_first_not_of(" ^~") == std::string_view::npos;
+    return mark != std::string_view::npos && line[mark] == '^' &&
+           line.find_first_not_of(" ^~") == std::string_view::npos;
   };
 
   std::vector<Diagnostic> found;

@@ -40,7 +40,10 @@ template <class T>
 /// one, or when its section or symbol tables point outside the file.
 [[nodiscard]] inline std::optional<DynamicSymbols> read_dynamic_symbols(std::string_view image) {
   using elf::read_at;
-  if (image.size() < 64 || image.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) return std::nullopt;
+  if (image.size() < 64 || image.substr(0, 4) != std::string_view("\x7f"
+                                                                  "ELF",
+                                                                  4))
+    return std::nullopt;
   if (image[4] != 2 /* ELFCLASS64 */ || image[5] != 1 /* ELFDATA2LSB */) return std::nullopt;
 
   const auto section_offset = read_at<std::uint64_t>(image, 0x28);
@@ -65,7 +68,9 @@ template <class T>
     if (!type || !offset || !size || !link || !entry_size) return std::nullopt;
     return Section{*type, *offset, *size, *link, *entry_size};
   };
-  auto inside = [&](const Section& each) { return each.offset <= image.size() && image.size() - each.offset >= each.size; };
+  auto inside = [&](const Section& each) {
+    return each.offset <= image.size() && image.size() - each.offset >= each.size;
+  };
 
   DynamicSymbols symbols;
   for (std::uint32_t index = 0; index < *section_count; ++index) {

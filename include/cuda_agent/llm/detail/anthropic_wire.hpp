@@ -106,10 +106,18 @@ struct AnthropicConversation {
     body["tools"] = std::move(tools);
     nlohmann::json choice;
     switch (request.tool_choice.mode) {
-      case ToolChoice::Mode::automatic: choice = {{"type", "auto"}}; break;
-      case ToolChoice::Mode::none: choice = {{"type", "none"}}; break;
-      case ToolChoice::Mode::required: choice = {{"type", "any"}}; break;
-      case ToolChoice::Mode::named: choice = {{"type", "tool"}, {"name", request.tool_choice.name}}; break;
+      case ToolChoice::Mode::automatic:
+        choice = {{"type", "auto"}};
+        break;
+      case ToolChoice::Mode::none:
+        choice = {{"type", "none"}};
+        break;
+      case ToolChoice::Mode::required:
+        choice = {{"type", "any"}};
+        break;
+      case ToolChoice::Mode::named:
+        choice = {{"type", "tool"}, {"name", request.tool_choice.name}};
+        break;
     }
     if (request.parallel_tool_calls == false && request.tool_choice.mode != ToolChoice::Mode::none)
       choice["disable_parallel_tool_use"] = true;
@@ -125,8 +133,10 @@ struct AnthropicConversation {
   if (settings.stream) body["stream"] = true;
   if (request.extra_body.is_object())
     for (const auto& [key, value] : request.extra_body.items()) {
-      if (value.is_null()) body.erase(key);
-      else body[key] = value;
+      if (value.is_null())
+        body.erase(key);
+      else
+        body[key] = value;
     }
   return body;
 }

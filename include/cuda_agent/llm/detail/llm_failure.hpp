@@ -102,8 +102,10 @@ struct ErrorDetails {
   ErrorDetails details;
   const nlohmann::json* error = &body;
   if (const auto inner = body.find("error"); inner != body.end()) {
-    if (inner->is_object()) error = &*inner;
-    else if (inner->is_string()) details.message = inner->get<std::string>();
+    if (inner->is_object())
+      error = &*inner;
+    else if (inner->is_string())
+      details.message = inner->get<std::string>();
   }
   if (!error->is_object()) return details;
   const auto text = [](const nlohmann::json& value) -> std::string {
@@ -113,11 +115,15 @@ struct ErrorDetails {
   };
   if (const auto type = error->find("type"); type != error->end() && text(*type) != "error") details.type = text(*type);
   if (const auto code = error->find("code"); code != error->end()) {
-    if (code->is_number_integer()) details.numeric_code = static_cast<int>(std::clamp<std::int64_t>(code->get<std::int64_t>(), -1, 999));
-    else details.code = text(*code);
+    if (code->is_number_integer())
+      details.numeric_code = static_cast<int>(std::clamp<std::int64_t>(code->get<std::int64_t>(), -1, 999));
+    else
+      details.code = text(*code);
   }
-  if (const auto message = error->find("message"); message != error->end()) details.message = text(*message);
-  else if (const auto detail = body.find("detail"); detail != body.end()) details.message = text(*detail);
+  if (const auto message = error->find("message"); message != error->end())
+    details.message = text(*message);
+  else if (const auto detail = body.find("detail"); detail != body.end())
+    details.message = text(*detail);
   if (const auto extra = error->find("details"); extra != error->end() && extra->is_object())
     details.detail_code = string_field(*extra, "error_code");
   return details;
@@ -139,16 +145,15 @@ struct ErrorDetails {
         token == "model_context_window_exceeded")
       return true;
   const std::string message = lowercase_ascii(error.message);
-  for (const std::string_view phrase :
-       {"maximum context length",                 // OpenAI, vLLM
-        "context length exceeded",                // generic
-        "prompt is too long",                     // Anthropic
-        "exceeds the available context size",     // llama-server
-        "exceed_context_size",                    // llama-server (type in text)
-        "longer than the model's context length", // SGLang
-        "input is too long",                      // Bedrock-style gateways
-        "exceeds the context window",             // generic
-        "reduce the length of the messages"})     // OpenAI
+  for (const std::string_view phrase : {"maximum context length",                  // OpenAI, vLLM
+                                        "context length exceeded",                 // generic
+                                        "prompt is too long",                      // Anthropic
+                                        "exceeds the available context size",      // llama-server
+                                        "exceed_context_size",                     // llama-server (type in text)
+                                        "longer than the model's context length",  // SGLang
+                                        "input is too long",                       // Bedrock-style gateways
+                                        "exceeds the context window",              // generic
+                                        "reduce the length of the messages"})      // OpenAI
     if (message.find(phrase) != std::string::npos) return true;
   return false;
 }
@@ -157,10 +162,9 @@ struct ErrorDetails {
 /// exhausted quota or a spend limit.
 [[nodiscard]] inline bool is_account_failure(const ErrorDetails& error) {
   for (const std::string& token : {error.type, error.code, error.detail_code})
-    for (const std::string_view fatal :
-         {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active", "access_terminated",
-          "invalid_api_key", "authentication_error", "permission_error", "permission_denied",
-          "enforced_spend_limit_reached"})
+    for (const std::string_view fatal : {"insufficient_quota", "billing_hard_limit_reached", "billing_not_active",
+                                         "access_terminated", "invalid_api_key", "authentication_error",
+                                         "permission_error", "permission_denied", "enforced_spend_limit_reached"})
       if (token == fatal) return true;
   const std::string message = lowercase_ascii(error.message);
   for (const std::string_view phrase : {"exceeded your current quota", "spend limit", "credit balance is too low",
@@ -305,8 +309,8 @@ struct ErrorDetails {
 
 /// The wait before the next attempt after `failure`, and whether the server chose it.
 [[nodiscard]] inline std::pair<std::chrono::milliseconds, bool> retry_delay(const RetryPolicy& policy,
-                                                                            const LlmFailure& failure,
-                                                                            int retry_index, double unit_random) {
+                                                                            const LlmFailure& failure, int retry_index,
+                                                                            double unit_random) {
   if (const auto requested = failure.retry_after();
       requested && requested->count() > 0 && *requested <= policy.max_server_delay)
     return {*requested, true};
@@ -344,8 +348,8 @@ auto with_retries(const TransportOptions& options, const std::stop_token& stop, 
         throw LlmError(failure.kind(), message, failure.http_status(), attempts);
       }
       const auto [delay, server_requested] = retry_delay(options.retry, failure, index, unit(random));
-      if (options.on_retry) options.on_retry(RetryNotice{attempts, delay, server_requested, failure.what(),
-                                                         failure.http_status()});
+      if (options.on_retry)
+        options.on_retry(RetryNotice{attempts, delay, server_requested, failure.what(), failure.http_status()});
       if (!sleep_unless_stopped(delay, stop))
         throw LlmError(LlmErrorKind::cancelled, "the LLM call was cancelled while waiting to retry", 0, attempts);
     }

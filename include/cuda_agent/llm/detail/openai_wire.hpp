@@ -64,8 +64,7 @@ struct OpenAiWireSettings {
       out["tool_calls"] = nlohmann::json::array();
       for (const ToolCall& call : message.tool_calls) {
         std::string arguments = call.raw_arguments;
-        if (call.argument_error ? !settings.echo_invalid_arguments
-                                : trim_http_whitespace(arguments).empty())
+        if (call.argument_error ? !settings.echo_invalid_arguments : trim_http_whitespace(arguments).empty())
           arguments = call.arguments.dump();
         out["tool_calls"].push_back(
             {{"id", call.id}, {"type", "function"}, {"function", {{"name", call.name}, {"arguments", arguments}}}});
@@ -98,15 +97,20 @@ struct OpenAiWireSettings {
     }
     body["tools"] = std::move(tools);
     switch (request.tool_choice.mode) {
-      case ToolChoice::Mode::automatic: break;  // the default with tools; vLLM needs a flag for an explicit "auto"
-      case ToolChoice::Mode::none: body["tool_choice"] = "none"; break;
-      case ToolChoice::Mode::required: body["tool_choice"] = "required"; break;
+      case ToolChoice::Mode::automatic:
+        break;  // the default with tools; vLLM needs a flag for an explicit "auto"
+      case ToolChoice::Mode::none:
+        body["tool_choice"] = "none";
+        break;
+      case ToolChoice::Mode::required:
+        body["tool_choice"] = "required";
+        break;
       case ToolChoice::Mode::named:
         body["tool_choice"] = {{"type", "function"}, {"function", {{"name", request.tool_choice.name}}}};
         break;
     }
-    if (const auto parallel = request.parallel_tool_calls ? request.parallel_tool_calls
-                                                          : settings.default_parallel_tool_calls)
+    if (const auto parallel =
+            request.parallel_tool_calls ? request.parallel_tool_calls : settings.default_parallel_tool_calls)
       body["parallel_tool_calls"] = *parallel;
   }
 
@@ -122,8 +126,10 @@ struct OpenAiWireSettings {
   }
   if (request.extra_body.is_object())
     for (const auto& [key, value] : request.extra_body.items()) {
-      if (value.is_null()) body.erase(key);
-      else body[key] = value;
+      if (value.is_null())
+        body.erase(key);
+      else
+        body[key] = value;
     }
   return body;
 }
@@ -190,7 +196,8 @@ inline void normalize_finish_reason(ChatResponse& response) {
   if (id.empty()) id = generated_tool_call_id(index);
   std::string name = string_field(function, "name");
   const auto arguments = function.find("arguments");
-  if (arguments == function.end() || arguments->is_null()) return ToolCall::from_raw(std::move(id), std::move(name), "");
+  if (arguments == function.end() || arguments->is_null())
+    return ToolCall::from_raw(std::move(id), std::move(name), "");
   if (arguments->is_string()) return ToolCall::from_raw(std::move(id), std::move(name), arguments->get<std::string>());
   return ToolCall::from_object(std::move(id), std::move(name), *arguments);  // servers that send objects
 }
@@ -223,7 +230,8 @@ inline void normalize_finish_reason(ChatResponse& response) {
   response.message.reasoning.text = openai_reasoning_text(*message);
   if (const auto calls = message->find("tool_calls"); calls != message->end() && calls->is_array())
     for (const auto& call : *calls)
-      if (call.is_object()) response.message.tool_calls.push_back(openai_tool_call(call, response.message.tool_calls.size()));
+      if (call.is_object())
+        response.message.tool_calls.push_back(openai_tool_call(call, response.message.tool_calls.size()));
   normalize_finish_reason(response);
   return response;
 }
@@ -356,7 +364,8 @@ class OpenAiStreamAssembler {
   [[nodiscard]] ChatResponse finish() {
     if (!complete())
       throw LlmFailure(LlmErrorKind::retriable,
-                       origin_ + ": the stream ended before the answer was complete (no finish_reason and no [DONE] after " +
+                       origin_ +
+                           ": the stream ended before the answer was complete (no finish_reason and no [DONE] after " +
                            std::to_string(events_) + " events)");
     response_.message.tool_calls = tool_calls_.calls();
     response_.finish_reason = refused_ ? FinishReason::content_filter : finish_reason_.value_or(FinishReason::unknown);
@@ -382,7 +391,8 @@ class OpenAiStreamAssembler {
 
   void on_delta(const nlohmann::json& delta) {
     StreamDelta increment;
-    if (const auto content = delta.find("content"); content != delta.end()) increment.content = openai_content_text(*content);
+    if (const auto content = delta.find("content"); content != delta.end())
+      increment.content = openai_content_text(*content);
     if (const auto refusal = delta.find("refusal"); refusal != delta.end() && refusal->is_string()) {
       increment.content += refusal->get<std::string>();
       refused_ = true;

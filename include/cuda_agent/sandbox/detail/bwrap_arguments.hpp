@@ -30,9 +30,9 @@
 #include <sys/stat.h>  // lstat, S_IS*
 
 #include "cuda_agent/sandbox.hpp"
-#include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/sandbox/detail/nvidia_devices.hpp"
 #include "cuda_agent/sandbox/detail/sandbox_paths.hpp"
+#include "cuda_agent/sandbox/sandbox_options.hpp"
 
 namespace cuda_agent::detail {
 
@@ -87,7 +87,8 @@ inline BwrapLayout make_bwrap_layout(const SandboxOptions& options, const Sandbo
   if (layout.workspace == "/") throw SandboxError("the workspace cannot be the root directory");
   const auto in_workspace = [&](const std::filesystem::path& path) {
     const std::filesystem::path absolute = normal_absolute(path, layout.workspace);
-    return is_within(absolute, given) ? normal_absolute(absolute.lexically_relative(given), layout.workspace) : absolute;
+    return is_within(absolute, given) ? normal_absolute(absolute.lexically_relative(given), layout.workspace)
+                                      : absolute;
   };
   if (const auto reason = unreachable_reason(layout.workspace, identity.uid, identity.gid))
     throw SandboxError("the sandbox user cannot reach the workspace: " + *reason + "; put workspaces where uid " +

@@ -7,26 +7,26 @@
 // Without the controllers a leaf still tracks and kills every descendant, including
 // those that left the process group with setsid.
 
-#include <cerrno>      // errno, EBUSY, ENOENT
-#include <chrono>      // steady_clock, milliseconds
-#include <csignal>     // kill, SIGKILL
-#include <cstdint>     // uint64_t, int64_t
-#include <cstring>     // strerror
-#include <filesystem>  // path
-#include <fstream>     // ifstream
-#include <istream>     // istream
-#include <optional>    // optional
-#include <sstream>     // istringstream
-#include <string>      // string, getline
-#include <string_view> // string_view
-#include <thread>      // sleep_for
-#include <utility>     // move, exchange
-#include <vector>      // vector
+#include <cerrno>       // errno, EBUSY, ENOENT
+#include <chrono>       // steady_clock, milliseconds
+#include <csignal>      // kill, SIGKILL
+#include <cstdint>      // uint64_t, int64_t
+#include <cstring>      // strerror
+#include <filesystem>   // path
+#include <fstream>      // ifstream
+#include <istream>      // istream
+#include <optional>     // optional
+#include <sstream>      // istringstream
+#include <string>       // string, getline
+#include <string_view>  // string_view
+#include <thread>       // sleep_for
+#include <utility>      // move, exchange
+#include <vector>       // vector
 
-#include <fcntl.h>     // open, O_WRONLY, O_CLOEXEC
+#include <fcntl.h>       // open, O_WRONLY, O_CLOEXEC
 #include <sys/stat.h>    // mkdir
 #include <sys/statfs.h>  // statfs
-#include <unistd.h>    // access, write, rmdir, getpid
+#include <unistd.h>      // access, write, rmdir, getpid
 
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
@@ -188,8 +188,8 @@ inline CgroupDiscovery discover_cgroup_parent(const std::optional<std::filesyste
                          " is not writable by this process: delegate it (chown, or systemd's Delegate=yes)");
     CgroupParent parent = prepare_cgroup_parent(directory);
     if (!parent.memory || !parent.pids)
-      throw SandboxError("SandboxOptions::cgroup_parent " + directory.string() + " cannot limit commands: " +
-                         parent.note());
+      throw SandboxError("SandboxOptions::cgroup_parent " + directory.string() +
+                         " cannot limit commands: " + parent.note());
     return {std::move(parent), {}};
   }
 
@@ -233,7 +233,8 @@ class CgroupLeaf {
         pids_limited_ = true;
       }
       procs_.reset(::open((directory_ / "cgroup.procs").c_str(), O_WRONLY | O_CLOEXEC));
-      if (!procs_) throw SandboxError("cannot open " + (directory_ / "cgroup.procs").string() + ": " + std::strerror(errno));
+      if (!procs_)
+        throw SandboxError("cannot open " + (directory_ / "cgroup.procs").string() + ": " + std::strerror(errno));
     } catch (...) {
       remove();
       throw;
@@ -282,9 +283,7 @@ class CgroupLeaf {
   }
 
   /// Whether any process is still in the leaf.
-  [[nodiscard]] bool populated() const {
-    return read_cgroup_counter(directory_ / "cgroup.events", "populated") != 0;
-  }
+  [[nodiscard]] bool populated() const { return read_cgroup_counter(directory_ / "cgroup.events", "populated") != 0; }
 
   /// Kills every process in the leaf and waits until they are gone (at most `patience`).
   /// Returns false when some are still there afterwards.

@@ -70,7 +70,8 @@ inline NvidiaDeviceNodes nvidia_device_nodes(std::vector<int> gpus, const std::f
       std::string present;
       for (const int minor : nvidia_gpu_minors(dev)) present += (present.empty() ? "" : ", ") + std::to_string(minor);
       throw SandboxError("GPU " + std::to_string(gpu) + " was requested but " + node.string() +
-                         " does not exist; this host has " + (present.empty() ? "no GPU device nodes" : "GPUs " + present) +
+                         " does not exist; this host has " +
+                         (present.empty() ? "no GPU device nodes" : "GPUs " + present) +
                          " (SandboxOptions::gpus holds device minor numbers, the N of /dev/nvidiaN)");
     }
     nodes.required.push_back(node);

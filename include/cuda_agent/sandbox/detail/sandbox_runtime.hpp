@@ -22,8 +22,8 @@
 
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
-#include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/sandbox/detail/cgroup_v2.hpp"
+#include "cuda_agent/sandbox/sandbox_options.hpp"
 
 namespace cuda_agent::detail {
 
@@ -74,8 +74,8 @@ struct CgroupSupport {
       return nullptr;
     }
     std::random_device random;
-    const std::string name = "cuda-agent-" + std::to_string(::getpid()) + "-" + std::to_string(random()) + "-" +
-                             std::to_string(random());
+    const std::string name =
+        "cuda-agent-" + std::to_string(::getpid()) + "-" + std::to_string(random()) + "-" + std::to_string(random());
     try {
       return std::make_unique<CgroupLeaf>(*parent, name, limits.memory_bytes, limits.processes);
     } catch (const SandboxError& error) {
@@ -95,8 +95,7 @@ struct CommandCgroup {
 
 /// Creates the leaf for one command where cgroups are usable. An explicitly configured
 /// parent that fails throws; otherwise the failure becomes the notes.
-inline CommandCgroup make_command_cgroup(const CgroupSupport& support, const ResourceLimits& limits,
-                                         bool configured) {
+inline CommandCgroup make_command_cgroup(const CgroupSupport& support, const ResourceLimits& limits, bool configured) {
   CommandCgroup cgroup;
   std::string why_not;
   cgroup.leaf = support.create_leaf(limits, configured, why_not);
@@ -173,9 +172,9 @@ inline LimitPlan plan_limits(const ResourceLimits& limits, const LimitContext& c
     const auto seconds = static_cast<rlim_t>(std::max<std::chrono::seconds::rep>(limits.cpu_time->count(), 1));
     // SIGXCPU at the soft limit, SIGKILL one second later for a process that catches it.
     const std::string note = add_rlimit(plan, RLIMIT_CPU, seconds, seconds + 1);
-    plan.statuses.push_back({LimitKind::cpu_time, true, "rlimit RLIMIT_CPU",
-                             note + "per process: SIGXCPU after " + std::to_string(seconds) +
-                                 " s of CPU time, SIGKILL a second later"});
+    plan.statuses.push_back(
+        {LimitKind::cpu_time, true, "rlimit RLIMIT_CPU",
+         note + "per process: SIGXCPU after " + std::to_string(seconds) + " s of CPU time, SIGKILL a second later"});
   }
   if (limits.file_size_bytes) {
     const auto bytes = static_cast<rlim_t>(*limits.file_size_bytes);
@@ -199,11 +198,12 @@ inline LimitPlan plan_limits(const ResourceLimits& limits, const LimitContext& c
     } else if (!context.gpu) {
       const auto bytes = static_cast<rlim_t>(*limits.memory_bytes);
       const std::string note = add_rlimit(plan, RLIMIT_DATA, bytes, bytes);
-      plan.statuses.push_back(
-          {LimitKind::memory, false, "rlimit RLIMIT_DATA (partial)",
-           note + amount + " of private data per process (allocations fail beyond it); shared memory (memfd, "
-                          "/dev/shm, System V) and several processes together are not bounded. No cgroup v2 "
-                          "memory controller: " + context.memory_note});
+      plan.statuses.push_back({LimitKind::memory, false, "rlimit RLIMIT_DATA (partial)",
+                               note + amount +
+                                   " of private data per process (allocations fail beyond it); shared memory (memfd, "
+                                   "/dev/shm, System V) and several processes together are not bounded. No cgroup v2 "
+                                   "memory controller: " +
+                                   context.memory_note});
     } else {
       plan.statuses.push_back(
           {LimitKind::memory, false, "",
@@ -225,12 +225,11 @@ inline LimitPlan plan_limits(const ResourceLimits& limits, const LimitContext& c
     } else {
       const auto value = static_cast<rlim_t>(*limits.processes);
       const std::string note = add_rlimit(plan, RLIMIT_NPROC, value, value);
-      plan.statuses.push_back(
-          {LimitKind::processes, true, "rlimit RLIMIT_NPROC",
-           note + count + " processes and threads of uid " + std::to_string(context.identity.uid) +
-               " on the whole host, those of other commands running as that uid included" +
-               (context.identity.uid == ::geteuid() ? ", and this host process's own" : "") +
-               ". No cgroup v2 pids controller: " + context.processes_note});
+      plan.statuses.push_back({LimitKind::processes, true, "rlimit RLIMIT_NPROC",
+                               note + count + " processes and threads of uid " + std::to_string(context.identity.uid) +
+                                   " on the whole host, those of other commands running as that uid included" +
+                                   (context.identity.uid == ::geteuid() ? ", and this host process's own" : "") +
+                                   ". No cgroup v2 pids controller: " + context.processes_note});
     }
   }
   return plan;

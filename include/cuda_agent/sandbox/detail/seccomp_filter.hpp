@@ -9,11 +9,11 @@
 // since the numbers below only hold for the native one. Everything else is decided by
 // the namespaces, the dropped capabilities and the unprivileged uid.
 
-#include <cerrno>    // EPERM
-#include <cstddef>   // offsetof
-#include <cstdint>   // uint32_t
-#include <string>    // string
-#include <vector>    // vector
+#include <cerrno>   // EPERM
+#include <cstddef>  // offsetof
+#include <cstdint>  // uint32_t
+#include <string>   // string
+#include <vector>   // vector
 
 #include <linux/audit.h>    // AUDIT_ARCH_*
 #include <linux/filter.h>   // sock_filter, BPF_*
@@ -34,7 +34,9 @@ inline constexpr std::uint32_t seccomp_native_arch = 0;  // no filter: numbers u
 inline std::vector<long> seccomp_denied_syscalls() {
   return {
 #ifdef SYS_io_uring_setup
-      SYS_io_uring_setup, SYS_io_uring_enter, SYS_io_uring_register,
+      SYS_io_uring_setup,
+      SYS_io_uring_enter,
+      SYS_io_uring_register,
 #endif
 #ifdef SYS_bpf
       SYS_bpf,
@@ -42,14 +44,21 @@ inline std::vector<long> seccomp_denied_syscalls() {
 #ifdef SYS_userfaultfd
       SYS_userfaultfd,
 #endif
-      SYS_keyctl, SYS_add_key, SYS_request_key, SYS_syslog,
+      SYS_keyctl,
+      SYS_add_key,
+      SYS_request_key,
+      SYS_syslog,
 #ifdef SYS_kexec_load
       SYS_kexec_load,
 #endif
 #ifdef SYS_kexec_file_load
       SYS_kexec_file_load,
 #endif
-      SYS_init_module, SYS_finit_module, SYS_delete_module, SYS_open_by_handle_at, SYS_acct,
+      SYS_init_module,
+      SYS_finit_module,
+      SYS_delete_module,
+      SYS_open_by_handle_at,
+      SYS_acct,
 #ifdef SYS_fanotify_init
       SYS_fanotify_init,
 #endif

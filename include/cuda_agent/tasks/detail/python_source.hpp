@@ -243,8 +243,7 @@ class ConstantEvaluator {
       for (const auto& item : right) joined.push_back(item);
       return joined;
     }
-    if (op == "+" && left.is_string() && right.is_string())
-      return left.get<std::string>() + right.get<std::string>();
+    if (op == "+" && left.is_string() && right.is_string()) return left.get<std::string>() + right.get<std::string>();
     if (op == "*" && (left.is_array() || right.is_array())) {
       const nlohmann::json& list = left.is_array() ? left : right;
       const nlohmann::json& count = left.is_array() ? right : left;

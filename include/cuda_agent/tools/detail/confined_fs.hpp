@@ -13,38 +13,38 @@
 /// directory that holds them, so a symbolic link swapped in between a check and its use
 /// cannot redirect the operation outside the workspace.
 
-#include <array>         // array
-#include <cerrno>        // errno, E*
-#include <chrono>        // file_clock, sys_time, nanoseconds
-#include <cstdint>       // uint64_t
-#include <cstdio>        // snprintf
-#include <cstring>       // strerror
-#include <deque>         // deque
-#include <filesystem>    // path, file_time_type
-#include <functional>    // function
-#include <memory>        // unique_ptr
-#include <optional>      // optional
-#include <random>        // random_device
-#include <stop_token>    // stop_token
-#include <string>        // string
-#include <string_view>   // string_view
-#include <utility>       // move, pair
-#include <vector>        // vector
+#include <array>        // array
+#include <cerrno>       // errno, E*
+#include <chrono>       // file_clock, sys_time, nanoseconds
+#include <cstdint>      // uint64_t
+#include <cstdio>       // snprintf
+#include <cstring>      // strerror
+#include <deque>        // deque
+#include <filesystem>   // path, file_time_type
+#include <functional>   // function
+#include <memory>       // unique_ptr
+#include <optional>     // optional
+#include <random>       // random_device
+#include <stop_token>   // stop_token
+#include <string>       // string
+#include <string_view>  // string_view
+#include <utility>      // move, pair
+#include <vector>       // vector
 
-#include <dirent.h>      // fdopendir, readdir, closedir, DT_*
-#include <fcntl.h>       // openat, O_*, AT_*
-#include <sys/stat.h>    // fstat, fstatat, mkdirat, fchmod
-#include <sys/syscall.h> // SYS_openat2
-#include <unistd.h>      // read, write, close, readlinkat, fchown, fchownat, renameat, unlinkat, geteuid
+#include <dirent.h>       // fdopendir, readdir, closedir, DT_*
+#include <fcntl.h>        // openat, O_*, AT_*
+#include <sys/stat.h>     // fstat, fstatat, mkdirat, fchmod
+#include <sys/syscall.h>  // SYS_openat2
+#include <unistd.h>       // read, write, close, readlinkat, fchown, fchownat, renameat, unlinkat, geteuid
 
 #if __has_include(<linux/openat2.h>)
 #include <linux/openat2.h>  // open_how, RESOLVE_BENEATH, RESOLVE_NO_MAGICLINKS
 #define CUDA_AGENT_HAVE_OPENAT2_HEADER 1
 #endif
 
+#include "cuda_agent/process.hpp"  // detail::UniqueFd
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/tool_failure.hpp"
-#include "cuda_agent/process.hpp"  // detail::UniqueFd
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent::detail {
@@ -85,8 +85,10 @@ namespace cuda_agent::detail {
 [[nodiscard]] inline std::string describe_path_error(int error, std::string_view shown) {
   const std::string path = shown_path(shown);
   switch (error) {
-    case ENOENT: return path + " does not exist.";
-    case ENOTDIR: return path + ": a component of the path is not a directory.";
+    case ENOENT:
+      return path + " does not exist.";
+    case ENOTDIR:
+      return path + ": a component of the path is not a directory.";
     case EXDEV:
       return path +
              " leads outside the workspace (through '..' or a symbolic link); file tools only reach files inside "
@@ -96,13 +98,20 @@ namespace cuda_agent::detail {
     case ENAMETOOLONG:
       return "The path " + path + " is too long: each file name is limited to 255 bytes and a path to 4096.";
     case EACCES:
-    case EPERM: return "Permission denied: " + path + ".";
-    case EISDIR: return path + " is a directory.";
-    case ENOSPC: return "No space left on the device while writing " + path + ".";
-    case EDQUOT: return "The disk quota was exceeded while writing " + path + ".";
-    case EFBIG: return path + " would exceed the maximum file size.";
-    case EROFS: return path + " is on a read-only file system.";
-    default: return path + ": " + std::strerror(error) + ".";
+    case EPERM:
+      return "Permission denied: " + path + ".";
+    case EISDIR:
+      return path + " is a directory.";
+    case ENOSPC:
+      return "No space left on the device while writing " + path + ".";
+    case EDQUOT:
+      return "The disk quota was exceeded while writing " + path + ".";
+    case EFBIG:
+      return path + " would exceed the maximum file size.";
+    case EROFS:
+      return path + " is on a read-only file system.";
+    default:
+      return path + ": " + std::strerror(error) + ".";
   }
 }
 
@@ -267,7 +276,8 @@ class ConfinedRoot {
       if (error == ENOENT && create_parents) {
         if (before_create) before_create(directory.get());
         if (::mkdirat(directory.get(), part.c_str(), 0755) == 0) {
-          if (chown_new_files_) (void)::fchownat(directory.get(), part.c_str(), owner_uid_, owner_gid_, AT_SYMLINK_NOFOLLOW);
+          if (chown_new_files_)
+            (void)::fchownat(directory.get(), part.c_str(), owner_uid_, owner_gid_, AT_SYMLINK_NOFOLLOW);
         } else if (errno != EEXIST) {
           throw ToolFailure("Cannot create the directory " + shown_path(absolute(next_prefix)) + ": " +
                             std::strerror(errno) + ".");
@@ -483,7 +493,8 @@ class ProtectedPaths {
     if (n == 0) break;
     content.append(buffer.data(), static_cast<std::size_t>(n));
     if (content.size() > limit)
-      throw ToolFailure(shown_path(shown) + " grew past the " + format_size(limit) + " this tool handles while it was read.");
+      throw ToolFailure(shown_path(shown) + " grew past the " + format_size(limit) +
+                        " this tool handles while it was read.");
   }
   return content;
 }
@@ -506,10 +517,12 @@ inline struct stat replace_file_atomically(const ConfinedRoot& root, const Benea
     char suffix[24];
     std::snprintf(suffix, sizeof suffix, "%08x%08x", random(), random());
     temporary = std::string(".cuda-agent-write-") + suffix;
-    const int fd = ::openat(at.directory.get(), temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-                            0600);
-    if (fd >= 0) file.reset(fd);
-    else if (errno != EEXIST) throw ToolFailure(describe_path_error(errno, shown));
+    const int fd =
+        ::openat(at.directory.get(), temporary.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd >= 0)
+      file.reset(fd);
+    else if (errno != EEXIST)
+      throw ToolFailure(describe_path_error(errno, shown));
   }
   if (!file) throw ToolFailure("Cannot create a temporary file next to " + shown_path(shown) + ".");
   const auto discard = [&] { ::unlinkat(at.directory.get(), temporary.c_str(), 0); };
@@ -526,8 +539,10 @@ inline struct stat replace_file_atomically(const ConfinedRoot& root, const Benea
     written += static_cast<std::size_t>(n);
   }
   ::fchmod(file.get(), existing ? (existing->st_mode & 07777) : 0644);
-  if (existing) root.give_to_owner(file.get(), existing->st_uid, existing->st_gid);
-  else root.give_to_owner(file.get());
+  if (existing)
+    root.give_to_owner(file.get(), existing->st_uid, existing->st_gid);
+  else
+    root.give_to_owner(file.get());
   struct stat status {};
   if (::fstat(file.get(), &status) != 0) {
     const int error = errno;

@@ -79,7 +79,8 @@ class GlobPattern {
           ++i;
           continue;
         }
-        if (pattern[i] == '{') ++depth;
+        if (pattern[i] == '{')
+          ++depth;
         else if (pattern[i] == '}' && --depth == 0) {
           close = i;
           break;

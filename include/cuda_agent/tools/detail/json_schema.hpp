@@ -36,15 +36,23 @@ namespace json_schema {
 /// "an integer", "a string", ... as the model's mistake is described.
 inline std::string describe_type(const nlohmann::json& value) {
   switch (value.type()) {
-    case nlohmann::json::value_t::null: return "null";
-    case nlohmann::json::value_t::boolean: return "a boolean";
+    case nlohmann::json::value_t::null:
+      return "null";
+    case nlohmann::json::value_t::boolean:
+      return "a boolean";
     case nlohmann::json::value_t::number_integer:
-    case nlohmann::json::value_t::number_unsigned: return "an integer";
-    case nlohmann::json::value_t::number_float: return "a number";
-    case nlohmann::json::value_t::string: return "a string";
-    case nlohmann::json::value_t::array: return "an array";
-    case nlohmann::json::value_t::object: return "an object";
-    default: return "an unsupported value";
+    case nlohmann::json::value_t::number_unsigned:
+      return "an integer";
+    case nlohmann::json::value_t::number_float:
+      return "a number";
+    case nlohmann::json::value_t::string:
+      return "a string";
+    case nlohmann::json::value_t::array:
+      return "an array";
+    case nlohmann::json::value_t::object:
+      return "an object";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -100,7 +108,8 @@ inline bool check_type(const nlohmann::json& schema, const nlohmann::json& value
   const auto type = schema.find("type");
   if (type == schema.end()) return true;
   std::vector<std::string> allowed;
-  if (type->is_string()) allowed.push_back(type->get<std::string>());
+  if (type->is_string())
+    allowed.push_back(type->get<std::string>());
   else if (type->is_array())
     for (const auto& each : *type) allowed.push_back(each.get<std::string>());
   for (const std::string& each : allowed)
@@ -128,10 +137,14 @@ inline void check_number(const nlohmann::json& schema, const nlohmann::json& val
     violations.push_back({location, subject(location) + " must be " + relation + " " + format_number(*limit) +
                                         ", but " + format_number(value) + " was provided."});
   };
-  bound("minimum", [](double v, double l) { return v < l; }, "at least");
-  bound("maximum", [](double v, double l) { return v > l; }, "at most");
-  bound("exclusiveMinimum", [](double v, double l) { return v <= l; }, "greater than");
-  bound("exclusiveMaximum", [](double v, double l) { return v >= l; }, "less than");
+  bound(
+      "minimum", [](double v, double l) { return v < l; }, "at least");
+  bound(
+      "maximum", [](double v, double l) { return v > l; }, "at most");
+  bound(
+      "exclusiveMinimum", [](double v, double l) { return v <= l; }, "greater than");
+  bound(
+      "exclusiveMaximum", [](double v, double l) { return v >= l; }, "less than");
 }
 
 inline std::size_t code_points(std::string_view text) {
@@ -207,8 +220,8 @@ inline void check_object(const nlohmann::json& schema, const nlohmann::json& val
       for (const auto& [known_name, ignored] : properties.items()) known += (known.empty() ? "" : ", ") + known_name;
       violations.push_back({child_location(location, name),
                             "An unexpected parameter " + backticked(child_location(location, name)) +
-                                " was provided. Valid parameters" + (location.empty() ? "" : " of " + backticked(location)) +
-                                ": " + known + "."});
+                                " was provided. Valid parameters" +
+                                (location.empty() ? "" : " of " + backticked(location)) + ": " + known + "."});
     }
   }
 }
@@ -224,27 +237,47 @@ inline void validate(const nlohmann::json& schema, const nlohmann::json& value, 
     if (!found) {
       std::string listed;
       for (const auto& each : *allowed) listed += (listed.empty() ? "" : ", ") + each.dump();
-      violations.push_back({location, subject(location) + " must be one of " + listed + ", but " + preview(value) +
-                                          " was provided."});
+      violations.push_back(
+          {location, subject(location) + " must be one of " + listed + ", but " + preview(value) + " was provided."});
       return;
     }
   }
   if (const auto constant = schema.find("const"); constant != schema.end() && *constant != value)
-    violations.push_back({location, subject(location) + " must be " + constant->dump() + ", but " + preview(value) +
-                                        " was provided."});
+    violations.push_back(
+        {location, subject(location) + " must be " + constant->dump() + ", but " + preview(value) + " was provided."});
 
-  if (value.is_number()) check_number(schema, value, location, violations);
-  else if (value.is_string()) check_string(schema, value, location, violations);
-  else if (value.is_array()) check_array(schema, value, location, violations);
-  else if (value.is_object()) check_object(schema, value, location, violations);
+  if (value.is_number())
+    check_number(schema, value, location, violations);
+  else if (value.is_string())
+    check_string(schema, value, location, violations);
+  else if (value.is_array())
+    check_array(schema, value, location, violations);
+  else if (value.is_object())
+    check_object(schema, value, location, violations);
 }
 
 inline void collect_unsupported(const nlohmann::json& schema, const std::string& where, std::vector<std::string>& out) {
-  static const std::set<std::string, std::less<>> supported = {
-      "type",     "properties", "required",         "additionalProperties", "items",     "minItems",
-      "maxItems", "enum",       "const",            "minimum",              "maximum",   "exclusiveMinimum",
-      "exclusiveMaximum",       "minLength",        "maxLength",            "description", "default",
-      "title",    "examples",   "$schema",          "$comment"};
+  static const std::set<std::string, std::less<>> supported = {"type",
+                                                               "properties",
+                                                               "required",
+                                                               "additionalProperties",
+                                                               "items",
+                                                               "minItems",
+                                                               "maxItems",
+                                                               "enum",
+                                                               "const",
+                                                               "minimum",
+                                                               "maximum",
+                                                               "exclusiveMinimum",
+                                                               "exclusiveMaximum",
+                                                               "minLength",
+                                                               "maxLength",
+                                                               "description",
+                                                               "default",
+                                                               "title",
+                                                               "examples",
+                                                               "$schema",
+                                                               "$comment"};
   if (!schema.is_object()) {
     if (!schema.is_boolean()) out.push_back(where + " (not a schema)");
     return;
@@ -252,7 +285,8 @@ inline void collect_unsupported(const nlohmann::json& schema, const std::string&
   for (const auto& [keyword, value] : schema.items()) {
     if (!supported.contains(keyword)) out.push_back(where + "/" + keyword);
     if (keyword == "properties" && value.is_object())
-      for (const auto& [name, property] : value.items()) collect_unsupported(property, where + "/properties/" + name, out);
+      for (const auto& [name, property] : value.items())
+        collect_unsupported(property, where + "/properties/" + name, out);
     if ((keyword == "items" || keyword == "additionalProperties") && value.is_object())
       collect_unsupported(value, where + "/" + keyword, out);
   }

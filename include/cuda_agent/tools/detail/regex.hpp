@@ -103,8 +103,7 @@ inline std::pair<char32_t, std::size_t> decode(std::string_view text, std::size_
 /// The code point that ends just before `index`.
 inline char32_t decode_before(std::string_view text, std::size_t index) noexcept {
   std::size_t start = index - 1;
-  for (int back = 0; back < 3 && start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80; ++back)
-    --start;
+  for (int back = 0; back < 3 && start > 0 && (static_cast<unsigned char>(text[start]) & 0xC0) == 0x80; ++back) --start;
   const auto [value, length] = decode(text, start);
   if (start + length != index) return invalid_byte_base + static_cast<unsigned char>(text[index - 1]);
   return value;
@@ -129,8 +128,10 @@ inline void normalize(RangeSet& set) {
   std::sort(set.begin(), set.end());
   RangeSet merged;
   for (const Range& range : set) {
-    if (!merged.empty() && range.first <= merged.back().second + 1) merged.back().second = std::max(merged.back().second, range.second);
-    else merged.push_back(range);
+    if (!merged.empty() && range.first <= merged.back().second + 1)
+      merged.back().second = std::max(merged.back().second, range.second);
+    else
+      merged.push_back(range);
   }
   set = std::move(merged);
 }
@@ -176,16 +177,16 @@ inline void remove_code_point(RangeSet& set, char32_t c) {
 
 inline RangeSet digit_ranges() { return {{'0', '9'}}; }
 inline RangeSet space_ranges() {
-  return {{'\t', '\r'}, {' ', ' '}, {0x85, 0x85}, {0xA0, 0xA0}, {0x1680, 0x1680}, {0x2000, 0x200A},
-          {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
+  return {{'\t', '\r'},     {' ', ' '},       {0x85, 0x85},     {0xA0, 0xA0},     {0x1680, 0x1680},
+          {0x2000, 0x200A}, {0x2028, 0x2029}, {0x202F, 0x202F}, {0x205F, 0x205F}, {0x3000, 0x3000}};
 }
 /// ASCII word characters exactly; outside ASCII, letters of the common scripts (an
 /// approximation of Unicode's \w that leaves out punctuation and symbols blocks).
 inline RangeSet word_ranges() {
-  return {{'0', '9'},       {'A', 'Z'},         {'_', '_'},         {'a', 'z'},         {0xAA, 0xAA},
-          {0xB5, 0xB5},     {0xBA, 0xBA},       {0xC0, 0xD6},       {0xD8, 0xF6},       {0xF8, 0x2BF},
-          {0x370, 0x1FFF},  {0x2C00, 0x2DFF},   {0x3040, 0xD7FF},   {0xF900, 0xFDFF},   {0xFE70, 0xFEFF},
-          {0xFF10, 0xFF19}, {0xFF21, 0xFF3A},   {0xFF41, 0xFF5A},   {0xFF66, 0xFFDC},   {0x10000, 0x10FFFF}};
+  return {{'0', '9'},       {'A', 'Z'},       {'_', '_'},       {'a', 'z'},       {0xAA, 0xAA},
+          {0xB5, 0xB5},     {0xBA, 0xBA},     {0xC0, 0xD6},     {0xD8, 0xF6},     {0xF8, 0x2BF},
+          {0x370, 0x1FFF},  {0x2C00, 0x2DFF}, {0x3040, 0xD7FF}, {0xF900, 0xFDFF}, {0xFE70, 0xFEFF},
+          {0xFF10, 0xFF19}, {0xFF21, 0xFF3A}, {0xFF41, 0xFF5A}, {0xFF66, 0xFFDC}, {0x10000, 0x10FFFF}};
 }
 
 inline bool in_ranges(const RangeSet& set, char32_t c) noexcept {
@@ -193,9 +194,12 @@ inline bool in_ranges(const RangeSet& set, char32_t c) noexcept {
   std::size_t high = set.size();
   while (low < high) {
     const std::size_t middle = (low + high) / 2;
-    if (c < set[middle].first) high = middle;
-    else if (c > set[middle].second) low = middle + 1;
-    else return true;
+    if (c < set[middle].first)
+      high = middle;
+    else if (c > set[middle].second)
+      low = middle + 1;
+    else
+      return true;
   }
   return false;
 }
@@ -376,7 +380,8 @@ class Parser {
     const std::size_t start = position_;
     const char c = peek();
     switch (c) {
-      case '(': return parse_group(flags, depth);
+      case '(':
+        return parse_group(flags, depth);
       case '[': {
         ++position_;
         return set_node(parse_class(depth, flags.case_insensitive), flags);
@@ -387,13 +392,20 @@ class Parser {
         if (!flags.dot_all) remove_code_point(any, '\n');
         return set_node(std::move(any), Flags{false, false, false});
       }
-      case '^': ++position_; return assertion_node(flags.multi_line ? Assertion::line_start : Assertion::text_start);
-      case '$': ++position_; return assertion_node(flags.multi_line ? Assertion::line_end : Assertion::text_end);
+      case '^':
+        ++position_;
+        return assertion_node(flags.multi_line ? Assertion::line_start : Assertion::text_start);
+      case '$':
+        ++position_;
+        return assertion_node(flags.multi_line ? Assertion::line_end : Assertion::text_end);
       case '*':
       case '+':
-      case '?': fail_at("this repetition operator has nothing to repeat; escape it as \\" + std::string(1, c), start);
-      case '\\': return parse_escape(flags);
-      default: return literal_node(next_code_point(), flags);
+      case '?':
+        fail_at("this repetition operator has nothing to repeat; escape it as \\" + std::string(1, c), start);
+      case '\\':
+        return parse_escape(flags);
+      default:
+        return literal_node(next_code_point(), flags);
     }
   }
 
@@ -403,9 +415,10 @@ class Parser {
     Flags inner = flags;
     if (consume('?')) {
       if (peek() == '=' || peek() == '!' || (peek() == '<' && (peek(1) == '=' || peek(1) == '!')))
-        fail_at("look-ahead and look-behind are not supported (ripgrep's default regex engine has neither); "
-                "match the surrounding text instead",
-                open);
+        fail_at(
+            "look-ahead and look-behind are not supported (ripgrep's default regex engine has neither); "
+            "match the surrounding text instead",
+            open);
       if (peek() == 'P' && peek(1) == '<') position_ += 1;
       if (peek() == '<') {  // a named group: the name does not matter here
         const std::size_t close = pattern_.find('>', position_);
@@ -416,10 +429,14 @@ class Parser {
         while (true) {
           if (at_end()) fail_at("unterminated flag group", open);
           const char flag = pattern_[position_++];
-          if (flag == '-') negate = true;
-          else if (flag == 'i') inner.case_insensitive = !negate;
-          else if (flag == 's') inner.dot_all = !negate;
-          else if (flag == 'm') inner.multi_line = !negate;
+          if (flag == '-')
+            negate = true;
+          else if (flag == 'i')
+            inner.case_insensitive = !negate;
+          else if (flag == 's')
+            inner.dot_all = !negate;
+          else if (flag == 'm')
+            inner.multi_line = !negate;
           else if (flag == 'U' || flag == 'x' || flag == 'u' || flag == 'R')
             fail_at(std::string("the flag '") + flag + "' is not supported; only i, s and m are", position_ - 1);
           else if (flag == ')') {
@@ -445,15 +462,25 @@ class Parser {
     if (at_end()) fail_at("the pattern ends with a lone backslash", start);
     const char c = pattern_[position_];
     switch (c) {
-      case 'b': ++position_; return assertion_node(Assertion::word_boundary);
-      case 'B': ++position_; return assertion_node(Assertion::not_word_boundary);
-      case 'A': ++position_; return assertion_node(Assertion::text_start);
-      case 'z': ++position_; return assertion_node(Assertion::text_end);
-      default: break;
+      case 'b':
+        ++position_;
+        return assertion_node(Assertion::word_boundary);
+      case 'B':
+        ++position_;
+        return assertion_node(Assertion::not_word_boundary);
+      case 'A':
+        ++position_;
+        return assertion_node(Assertion::text_start);
+      case 'z':
+        ++position_;
+        return assertion_node(Assertion::text_end);
+      default:
+        break;
     }
     if (c >= '1' && c <= '9')
-      fail_at("backreferences (\\" + std::string(1, c) + ") are not supported (ripgrep's default regex engine has none)",
-              start);
+      fail_at(
+          "backreferences (\\" + std::string(1, c) + ") are not supported (ripgrep's default regex engine has none)",
+          start);
     RangeSet ranges;
     if (parse_class_escape(ranges)) return set_node(std::move(ranges), flags);
     position_ = start + 1;
@@ -464,12 +491,16 @@ class Parser {
   bool parse_class_escape(RangeSet& ranges) {
     const char c = peek();
     RangeSet base;
-    if (c == 'd' || c == 'D') base = digit_ranges();
-    else if (c == 'w' || c == 'W') base = word_ranges();
-    else if (c == 's' || c == 'S') base = space_ranges();
+    if (c == 'd' || c == 'D')
+      base = digit_ranges();
+    else if (c == 'w' || c == 'W')
+      base = word_ranges();
+    else if (c == 's' || c == 'S')
+      base = space_ranges();
     else if (c == 'p' || c == 'P')
       fail("Unicode property classes (\\p{...}) are not supported; use an explicit class such as [a-zA-Z]");
-    else return false;
+    else
+      return false;
     ++position_;
     if (c >= 'A' && c <= 'Z') base = complement(base);
     ranges.insert(ranges.end(), base.begin(), base.end());
@@ -480,18 +511,28 @@ class Parser {
   char32_t parse_escaped_literal(std::size_t start) {
     const char c = pattern_[position_++];
     switch (c) {
-      case 't': return '\t';
-      case 'n': return '\n';
-      case 'r': return '\r';
-      case 'f': return '\f';
-      case 'v': return '\v';
-      case 'a': return '\a';
-      case 'e': return 0x1B;
-      case '0': return 0;
+      case 't':
+        return '\t';
+      case 'n':
+        return '\n';
+      case 'r':
+        return '\r';
+      case 'f':
+        return '\f';
+      case 'v':
+        return '\v';
+      case 'a':
+        return '\a';
+      case 'e':
+        return 0x1B;
+      case '0':
+        return 0;
       case 'x':
       case 'u':
-      case 'U': return parse_hex(c, start);
-      default: break;
+      case 'U':
+        return parse_hex(c, start);
+      default:
+        break;
     }
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
       fail_at(std::string("unrecognized escape sequence \\") + c, start);
@@ -507,10 +548,14 @@ class Parser {
     while (!at_end() && (braced || count < digits)) {
       const char h = peek();
       int digit;
-      if (h >= '0' && h <= '9') digit = h - '0';
-      else if (h >= 'a' && h <= 'f') digit = h - 'a' + 10;
-      else if (h >= 'A' && h <= 'F') digit = h - 'A' + 10;
-      else break;
+      if (h >= '0' && h <= '9')
+        digit = h - '0';
+      else if (h >= 'a' && h <= 'f')
+        digit = h - 'a' + 10;
+      else if (h >= 'A' && h <= 'F')
+        digit = h - 'A' + 10;
+      else
+        break;
       value = value * 16 + static_cast<char32_t>(digit);
       if (value > max_code_point) fail_at("the escaped code point is beyond U+10FFFF", start);
       ++position_;
@@ -655,7 +700,8 @@ class LiteralSearch {
       const std::size_t span = last_start + rare_ + 1 - scan;
       const char* hit = static_cast<const char*>(std::memchr(base, lower, span));
       if (upper != lower) {
-        const char* other = static_cast<const char*>(std::memchr(base, upper, hit ? static_cast<std::size_t>(hit - base) : span));
+        const char* other =
+            static_cast<const char*>(std::memchr(base, upper, hit ? static_cast<std::size_t>(hit - base) : span));
         if (other != nullptr) hit = other;
       }
       if (hit == nullptr) return std::string_view::npos;
@@ -802,8 +848,10 @@ class Regex {
     CompiledSet set;
     for (const Range& range : ranges)
       for (char32_t c = range.first; c <= std::min<char32_t>(range.second, 127); ++c) {
-        if (c < 64) set.ascii_low |= std::uint64_t{1} << c;
-        else set.ascii_high |= std::uint64_t{1} << (c - 64);
+        if (c < 64)
+          set.ascii_low |= std::uint64_t{1} << c;
+        else
+          set.ascii_high |= std::uint64_t{1} << (c - 64);
       }
     set.ranges = std::move(ranges);
     sets_.push_back(std::move(set));
@@ -812,20 +860,26 @@ class Regex {
 
   void compile(const Node& node, int depth) {
     switch (node.kind) {
-      case Node::Kind::empty: return;
+      case Node::Kind::empty:
+        return;
       case Node::Kind::literal: {
         if (options_.line_oriented && node.literal == '\n')
-          throw SyntaxError("the pattern contains a newline, which cannot match in line-by-line search; set "
-                            "multiline to true to match across lines",
-                            0);
+          throw SyntaxError(
+              "the pattern contains a newline, which cannot match in line-by-line search; set "
+              "multiline to true to match across lines",
+              0);
         RangeSet ranges{{node.literal, node.literal}};
         if (node.fold) ranges.emplace_back(other_case(node.literal), other_case(node.literal));
         normalize(ranges);
         emit({Op::set, add_set(std::move(ranges))});
         return;
       }
-      case Node::Kind::set: emit({Op::set, add_set(node.ranges)}); return;
-      case Node::Kind::assertion: emit({Op::assertion, static_cast<std::uint32_t>(node.assertion)}); return;
+      case Node::Kind::set:
+        emit({Op::set, add_set(node.ranges)});
+        return;
+      case Node::Kind::assertion:
+        emit({Op::assertion, static_cast<std::uint32_t>(node.assertion)});
+        return;
       case Node::Kind::concat:
         for (const Node& child : node.children) compile(child, depth + 1);
         return;
@@ -845,7 +899,9 @@ class Regex {
         for (const std::uint32_t exit : exits) program_[exit].x = static_cast<std::uint32_t>(program_.size());
         return;
       }
-      case Node::Kind::repeat: compile_repeat(node, depth); return;
+      case Node::Kind::repeat:
+        compile_repeat(node, depth);
+        return;
     }
   }
 
@@ -900,13 +956,18 @@ class Regex {
       visited[pc] = 1;
       const Instruction& instruction = program_[pc];
       switch (instruction.op) {
-        case Op::match: return;  // an empty match is possible: every position can start one
-        case Op::jump: stack.push_back(instruction.x); break;
+        case Op::match:
+          return;  // an empty match is possible: every position can start one
+        case Op::jump:
+          stack.push_back(instruction.x);
+          break;
         case Op::split:
           stack.push_back(instruction.x);
           stack.push_back(instruction.y);
           break;
-        case Op::assertion: stack.push_back(pc + 1); break;  // zero-width: look past it
+        case Op::assertion:
+          stack.push_back(pc + 1);
+          break;  // zero-width: look past it
         case Op::set:
           for (const Range& range : sets_[instruction.x].ranges) {
             for (char32_t c = range.first; c <= std::min<char32_t>(range.second, 0x7F); ++c) first_bytes_[c] = true;
@@ -926,9 +987,11 @@ class Regex {
     std::vector<const Node*> sequence;
     if (root.kind == Node::Kind::concat)
       for (const Node& child : root.children) sequence.push_back(&child);
-    else sequence.push_back(&root);
+    else
+      sequence.push_back(&root);
     const auto usable = [&](const Node& node) {
-      return node.kind == Node::Kind::literal && node.literal < 0x80 && !(node.literal == '\n' && options_.line_oriented);
+      return node.kind == Node::Kind::literal && node.literal < 0x80 &&
+             !(node.literal == '\n' && options_.line_oriented);
     };
     std::size_t i = 0;
     while (i < sequence.size() && sequence[i]->kind == Node::Kind::assertion) ++i;
@@ -965,10 +1028,14 @@ class Regex {
 
   [[nodiscard]] bool holds(Assertion assertion, std::string_view text, std::size_t at) const noexcept {
     switch (assertion) {
-      case Assertion::line_start: return at == 0 || text[at - 1] == '\n';
-      case Assertion::line_end: return at == text.size() || text[at] == '\n';
-      case Assertion::text_start: return at == 0;
-      case Assertion::text_end: return at == text.size();
+      case Assertion::line_start:
+        return at == 0 || text[at - 1] == '\n';
+      case Assertion::line_end:
+        return at == text.size() || text[at] == '\n';
+      case Assertion::text_start:
+        return at == 0;
+      case Assertion::text_end:
+        return at == text.size();
       case Assertion::word_boundary:
       case Assertion::not_word_boundary: {
         const bool before = at > 0 && is_word(decode_before(text, at));
@@ -991,7 +1058,9 @@ class Regex {
       list.insert(current, start);
       const Instruction& instruction = program_[current];
       switch (instruction.op) {
-        case Op::jump: stack.push_back(instruction.x); break;
+        case Op::jump:
+          stack.push_back(instruction.x);
+          break;
         case Op::split:
           stack.push_back(instruction.y);
           stack.push_back(instruction.x);
@@ -1000,7 +1069,8 @@ class Regex {
           if (holds(static_cast<Assertion>(instruction.x), text, at)) stack.push_back(current + 1);
           break;
         case Op::set:
-        case Op::match: break;
+        case Op::match:
+          break;
       }
     }
   }

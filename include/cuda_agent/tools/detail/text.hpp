@@ -25,7 +25,8 @@ namespace cuda_agent::detail {
   std::size_t length;
   unsigned char low = 0x80;
   unsigned char high = 0xBF;
-  if (lead >= 0xC2 && lead <= 0xDF) length = 2;
+  if (lead >= 0xC2 && lead <= 0xDF)
+    length = 2;
   else if (lead >= 0xE0 && lead <= 0xEF) {
     length = 3;
     if (lead == 0xE0) low = 0xA0;
@@ -257,8 +258,10 @@ inline void append_numbered_line(std::string& out, std::size_t number, std::stri
   std::string out;
   std::size_t consumed = 0;
   for (; consumed < text.size() && out.size() < limit; ++consumed) {
-    if (text[consumed] == '\n') out += "\\n";
-    else out += text[consumed];
+    if (text[consumed] == '\n')
+      out += "\\n";
+    else
+      out += text[consumed];
   }
   if (consumed < text.size()) {
     out.resize(utf8_boundary_at_or_before(out, std::min(out.size(), limit)));

@@ -21,7 +21,8 @@ namespace cuda_agent::detail {
 [[nodiscard]] inline std::vector<std::size_t> occurrences(std::string_view haystack, std::string_view needle) {
   std::vector<std::size_t> found;
   if (needle.empty()) return found;
-  for (std::size_t at = haystack.find(needle); at != std::string_view::npos; at = haystack.find(needle, at + needle.size()))
+  for (std::size_t at = haystack.find(needle); at != std::string_view::npos;
+       at = haystack.find(needle, at + needle.size()))
     found.push_back(at);
   return found;
 }
@@ -69,9 +70,12 @@ namespace cuda_agent::detail {
       const std::size_t digits_start = i;
       while (i < line.size() && line[i] >= '0' && line[i] <= '9') ++i;
       if (i == digits_start) return {};
-      if (i < line.size() && line[i] == '\t') ++i;
-      else if (line.substr(i).starts_with("\xE2\x86\x92")) i += 3;  // the arrow some Read outputs use
-      else return {};
+      if (i < line.size() && line[i] == '\t')
+        ++i;
+      else if (line.substr(i).starts_with("\xE2\x86\x92"))
+        i += 3;  // the arrow some Read outputs use
+      else
+        return {};
       line.remove_prefix(i);
       any = true;
     }
@@ -90,8 +94,9 @@ namespace cuda_agent::detail {
       "String to replace not found in " + std::string(shown) + ".\nString: " + one_line_preview(old_string, 300);
 
   if (const std::string stripped = without_line_number_prefixes(old_string); !stripped.empty()) {
-    message += "\nHint: old_string includes the line-number prefixes that Read puts before each line (spaces, the "
-               "number, a tab). Give only the file's text, as it appears after the tab.";
+    message +=
+        "\nHint: old_string includes the line-number prefixes that Read puts before each line (spaces, the "
+        "number, a tab). Give only the file's text, as it appears after the tab.";
     if (const std::size_t at = content.find(stripped); at != std::string_view::npos)
       message += " Without them it matches at line " + std::to_string(line_number_at(content, at)) + ".";
     return message;
@@ -104,9 +109,11 @@ namespace cuda_agent::detail {
     if (!near.empty()) {
       std::vector<std::size_t> lines;
       for (const std::size_t at : near) lines.push_back(line_number_at(normal_content, at));
-      message += "\nHint: text that differs only in whitespace (indentation, tabs, trailing spaces or line endings) "
-                 "starts at line" + std::string(lines.size() > 1 ? "s " : " ") + list_line_numbers(lines, 5) +
-                 ". Copy old_string exactly as Read shows it, including indentation.";
+      message +=
+          "\nHint: text that differs only in whitespace (indentation, tabs, trailing spaces or line endings) "
+          "starts at line" +
+          std::string(lines.size() > 1 ? "s " : " ") + list_line_numbers(lines, 5) +
+          ". Copy old_string exactly as Read shows it, including indentation.";
       return message;
     }
   }
@@ -204,11 +211,10 @@ struct TextEdit {
   std::string snippet;
   const bool shortened = last - first + 1 > max_lines;
   if (shortened) last = first + max_lines - 1;
-  for (std::size_t line = first; line <= last; ++line)
-    append_numbered_line(snippet, line, new_lines[line - 1]);
+  for (std::size_t line = first; line <= last; ++line) append_numbered_line(snippet, line, new_lines[line - 1]);
   if (shortened)
-    snippet += "[... the change continues to line " + std::to_string(changed_last) +
-               "; Read the file to see all of it ...]\n";
+    snippet +=
+        "[... the change continues to line " + std::to_string(changed_last) + "; Read the file to see all of it ...]\n";
   return snippet;
 }
 

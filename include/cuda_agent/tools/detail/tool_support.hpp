@@ -19,10 +19,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/confined_fs.hpp"
 #include "cuda_agent/tools/detail/json_schema.hpp"
 #include "cuda_agent/tools/detail/tool_failure.hpp"
-#include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 
 namespace cuda_agent::detail {
@@ -150,7 +150,8 @@ class WorkspaceFiles {
       throw ToolFailure(shown_path(absolute(relative_path)) + " is a symbolic link (to " + shown_path(shown) +
                         "); write or edit the file it points to instead.");
     }
-    if (S_ISDIR(status.st_mode)) throw ToolFailure(shown_path(absolute(relative_path)) + " is a directory, not a file.");
+    if (S_ISDIR(status.st_mode))
+      throw ToolFailure(shown_path(absolute(relative_path)) + " is a directory, not a file.");
     if (!S_ISREG(status.st_mode))
       throw ToolFailure(shown_path(absolute(relative_path)) + " is not a regular file (it is a " + file_kind(status) +
                         ").");
@@ -176,7 +177,9 @@ class WorkspaceFiles {
     } else if (const std::vector<std::string> similar = similar_names(std::move(fd), name); !similar.empty()) {
       message += " Did you mean ";
       for (std::size_t i = 0; i < similar.size(); ++i)
-        message += (i == 0 ? "" : i + 1 == similar.size() ? " or " : ", ") +
+        message += (i == 0                    ? ""
+                    : i + 1 == similar.size() ? " or "
+                                              : ", ") +
                    shown_path(absolute(directory.empty() ? similar[i] : directory + "/" + similar[i]));
       message += "?";
     }
@@ -194,8 +197,8 @@ class WorkspaceFiles {
       throw ToolFailure("File has not been read yet: " + shown_path(key) +
                         ". Read it first with the Read tool before writing to it.");
     if (*seen != modification_time(status))
-      throw ToolFailure("File has been modified since it was read (by a command or another tool): " +
-                        shown_path(key) + ". Read it again before writing to it.");
+      throw ToolFailure("File has been modified since it was read (by a command or another tool): " + shown_path(key) +
+                        ". Read it again before writing to it.");
   }
 
   static void remember_read(ToolContext& context, const std::string& absolute_path, const struct stat& status) {
@@ -215,9 +218,11 @@ class WorkspaceFiles {
   [[noreturn]] void refuse(const std::string& relative_path, const std::string& covering) const {
     std::string message = shown_path(absolute(relative_path)) + " is protected";
     if (covering != relative_path)
-      message += covering.empty() ? " (the whole workspace is read-only)" : " (it is, or lies in, " + shown_path(absolute(covering)) + ")";
-    message += ": it is read-only for this task. It can be read, but not written, edited or replaced; make your "
-               "changes in other files.";
+      message += covering.empty() ? " (the whole workspace is read-only)"
+                                  : " (it is, or lies in, " + shown_path(absolute(covering)) + ")";
+    message +=
+        ": it is read-only for this task. It can be read, but not written, edited or replaced; make your "
+        "changes in other files.";
     throw ToolFailure(message);
   }
 
@@ -239,18 +244,21 @@ class WorkspaceFiles {
       const std::string_view other = entry->d_name;
       if (other == "." || other == ".." || other == name) continue;
       std::size_t score;
-      if (lowercase(other) == lower) score = 0;
+      if (lowercase(other) == lower)
+        score = 0;
       else if (const std::size_t other_dot = other.rfind('.');
                other_dot != std::string_view::npos && other_dot != 0 && other.substr(0, other_dot) == stem)
         score = 1;
       else if (const std::size_t distance = edit_distance(lower, lowercase(other), 2); distance <= 2)
         score = 1 + distance;
-      else continue;
+      else
+        continue;
       candidates.push_back({score, std::string(other)});
     }
     ::closedir(directory);
-    std::sort(candidates.begin(), candidates.end(),
-              [](const Candidate& a, const Candidate& b) { return a.score != b.score ? a.score < b.score : a.name < b.name; });
+    std::sort(candidates.begin(), candidates.end(), [](const Candidate& a, const Candidate& b) {
+      return a.score != b.score ? a.score < b.score : a.name < b.name;
+    });
     std::vector<std::string> names;
     for (std::size_t i = 0; i < candidates.size() && i < 3; ++i) names.push_back(candidates[i].name);
     return names;

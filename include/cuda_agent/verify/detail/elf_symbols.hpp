@@ -55,26 +55,40 @@ struct DynamicTable {
 
 [[nodiscard]] inline std::string_view to_string(SymbolBinding binding) noexcept {
   switch (binding) {
-    case SymbolBinding::local: return "local";
-    case SymbolBinding::global: return "global";
-    case SymbolBinding::weak: return "weak";
-    case SymbolBinding::unique: return "unique";
-    case SymbolBinding::other: break;
+    case SymbolBinding::local:
+      return "local";
+    case SymbolBinding::global:
+      return "global";
+    case SymbolBinding::weak:
+      return "weak";
+    case SymbolBinding::unique:
+      return "unique";
+    case SymbolBinding::other:
+      break;
   }
   return "other";
 }
 
 [[nodiscard]] inline std::string_view to_string(SymbolType type) noexcept {
   switch (type) {
-    case SymbolType::none: return "none";
-    case SymbolType::object: return "object";
-    case SymbolType::function: return "function";
-    case SymbolType::section: return "section";
-    case SymbolType::file: return "file";
-    case SymbolType::common: return "common";
-    case SymbolType::tls: return "tls";
-    case SymbolType::indirect_function: return "indirect_function";
-    case SymbolType::other: break;
+    case SymbolType::none:
+      return "none";
+    case SymbolType::object:
+      return "object";
+    case SymbolType::function:
+      return "function";
+    case SymbolType::section:
+      return "section";
+    case SymbolType::file:
+      return "file";
+    case SymbolType::common:
+      return "common";
+    case SymbolType::tls:
+      return "tls";
+    case SymbolType::indirect_function:
+      return "indirect_function";
+    case SymbolType::other:
+      break;
   }
   return "other";
 }
@@ -178,7 +192,9 @@ struct Segment {
 /// ELF64 little-endian shared object with a dynamic symbol table.
 [[nodiscard]] inline DynamicTable read_dynamic_table(std::string_view bytes) {
   const Image image(bytes);
-  if (image.size() < 64 || bytes.substr(0, 4) != std::string_view("\x7f" "ELF", 4))
+  if (image.size() < 64 || bytes.substr(0, 4) != std::string_view("\x7f"
+                                                                  "ELF",
+                                                                  4))
     throw ElfFormatError("not an ELF file");
   if (bytes[4] != 2) throw ElfFormatError("not a 64-bit ELF file");
   if (bytes[5] != 1) throw ElfFormatError("not a little-endian ELF file");
@@ -195,7 +211,8 @@ struct Segment {
   std::optional<parse::Segment> dynamic;
   for (std::uint64_t index = 0; index < program_count; ++index) {
     const std::uint64_t base = program_offset + index * program_entry;
-    if (!image.contains(base, layout::program_header_size)) throw ElfFormatError("a program header lies outside the file");
+    if (!image.contains(base, layout::program_header_size))
+      throw ElfFormatError("a program header lies outside the file");
     const auto type = image.read<std::uint32_t>(base, "a program header");
     const parse::Segment segment{image.read<std::uint64_t>(base + 0x08, "a program header"),
                                  image.read<std::uint64_t>(base + 0x10, "a program header"),
@@ -234,7 +251,8 @@ struct Segment {
   if (tag(layout::tag_syment).value_or(layout::symbol_size) != layout::symbol_size)
     throw ElfFormatError("dynamic symbols are not 24 bytes each");
   const std::uint64_t strings = parse::file_offset(loads, image, *strtab, *strsz, "the dynamic string table");
-  const std::uint64_t symbols = parse::file_offset(loads, image, *symtab, layout::symbol_size, "the dynamic symbol table");
+  const std::uint64_t symbols =
+      parse::file_offset(loads, image, *symtab, layout::symbol_size, "the dynamic symbol table");
 
   // How many symbols: .dynsym's size where section headers exist (they must describe the
   // same table), else the hash tables the loader looks symbols up with.
@@ -249,7 +267,8 @@ struct Segment {
     if (section_count > layout::list_limit) throw ElfFormatError("implausibly many section headers");
     for (std::uint64_t index = 0; index < section_count; ++index) {
       const std::uint64_t base = section_offset + index * section_entry;
-      if (!image.contains(base, layout::section_header_size)) throw ElfFormatError("a section header lies outside the file");
+      if (!image.contains(base, layout::section_header_size))
+        throw ElfFormatError("a section header lies outside the file");
       if (image.read<std::uint32_t>(base + 0x04, "a section header") != layout::section_dynsym) continue;
       const auto offset = image.read<std::uint64_t>(base + 0x18, "a section header");
       const auto size = image.read<std::uint64_t>(base + 0x20, "a section header");
@@ -315,22 +334,50 @@ struct Segment {
     symbol.name = image.string_at(strings, *strsz, name_offset, "a symbol's name");
     if (symbol.name.empty()) continue;
     switch (info >> 4) {
-      case 0: symbol.binding = SymbolBinding::local; break;
-      case 1: symbol.binding = SymbolBinding::global; break;
-      case 2: symbol.binding = SymbolBinding::weak; break;
-      case 10: symbol.binding = SymbolBinding::unique; break;
-      default: symbol.binding = SymbolBinding::other; break;
+      case 0:
+        symbol.binding = SymbolBinding::local;
+        break;
+      case 1:
+        symbol.binding = SymbolBinding::global;
+        break;
+      case 2:
+        symbol.binding = SymbolBinding::weak;
+        break;
+      case 10:
+        symbol.binding = SymbolBinding::unique;
+        break;
+      default:
+        symbol.binding = SymbolBinding::other;
+        break;
     }
     switch (info & 0xf) {
-      case 0: symbol.type = SymbolType::none; break;
-      case 1: symbol.type = SymbolType::object; break;
-      case 2: symbol.type = SymbolType::function; break;
-      case 3: symbol.type = SymbolType::section; break;
-      case 4: symbol.type = SymbolType::file; break;
-      case 5: symbol.type = SymbolType::common; break;
-      case 6: symbol.type = SymbolType::tls; break;
-      case 10: symbol.type = SymbolType::indirect_function; break;
-      default: symbol.type = SymbolType::other; break;
+      case 0:
+        symbol.type = SymbolType::none;
+        break;
+      case 1:
+        symbol.type = SymbolType::object;
+        break;
+      case 2:
+        symbol.type = SymbolType::function;
+        break;
+      case 3:
+        symbol.type = SymbolType::section;
+        break;
+      case 4:
+        symbol.type = SymbolType::file;
+        break;
+      case 5:
+        symbol.type = SymbolType::common;
+        break;
+      case 6:
+        symbol.type = SymbolType::tls;
+        break;
+      case 10:
+        symbol.type = SymbolType::indirect_function;
+        break;
+      default:
+        symbol.type = SymbolType::other;
+        break;
     }
     if (versions) {
       const std::uint16_t version = image.read<std::uint16_t>(*versions + index * 2, "a symbol version") & 0x7fff;
