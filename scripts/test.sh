@@ -36,7 +36,8 @@ cmake -S "$root" -B "$build" "${generator[@]}" \
   -DCMAKE_BUILD_TYPE="${CMAKE_BUILD_TYPE:-RelWithDebInfo}" \
   -DCUDA_AGENT_ENABLE_GPU_TESTS=ON \
   -DCUDA_AGENT_WITH_CUDA="$with_cuda" -DCUDAToolkit_ROOT="${CUDA_HOME:-/usr/local/cuda}" \
-  -DCUDA_AGENT_PYTHON="$python"
+  -DCUDA_AGENT_PYTHON="$python" \
+  -DCUDA_AGENT_WARNINGS_AS_ERRORS="${CUDA_AGENT_WARNINGS_AS_ERRORS:-OFF}"
 cmake --build "$build" --parallel "$(nproc)"
 stamp "configure and build" "$begun"
 cd "$build"

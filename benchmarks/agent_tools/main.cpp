@@ -13,8 +13,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <ctime>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   std::mt19937 random(12345);
   std::uint64_t total_bytes = 0;
   for (int i = 0; i < file_count; ++i) {
-    const std::filesystem::path file = workspace / ("dir" + std::to_string(i % 20)) / ("file" + std::to_string(i) + (i % 2 ? ".cu" : ".cpp"));
+    const std::filesystem::path file =
+        workspace / ("dir" + std::to_string(i % 20)) / ("file" + std::to_string(i) + (i % 2 ? ".cu" : ".cpp"));
     std::filesystem::create_directories(file.parent_path());
     const std::string text = synthetic_source(random, 100 * 1024);
     std::ofstream(file) << text;
@@ -131,9 +132,9 @@ int main(int argc, char** argv) {
     const double ours = median_cpu_seconds(runs, [&] { summary = grep.invoke(arguments, context).content; });
     std::cout << std::setprecision(3) << "Grep " << search.label << " (" << search.pattern << "): " << ours << " s, "
               << std::setprecision(0) << megabytes / ours << " MB/s";
-    const auto time_external = [&](const std::vector<std::string>& argv) {
+    const auto time_external = [&](const std::vector<std::string>& command) {
       ca::ProcessSpec spec;
-      spec.argv = argv;
+      spec.argv = command;
       spec.environment = path;
       spec.output_limit = 4096;
       return median_of(runs, [&] {
@@ -142,10 +143,10 @@ int main(int argc, char** argv) {
       });
     };
     if (rg) {
-      std::vector<std::string> argv = {rg->string(), "-c", "-j1"};
-      if (search.ignore_case) argv.push_back("-i");
-      argv.insert(argv.end(), {search.pattern, workspace.string()});
-      std::cout << std::setprecision(3) << "; rg -j1 " << time_external(argv) << " s";
+      std::vector<std::string> command = {rg->string(), "-c", "-j1"};
+      if (search.ignore_case) command.push_back("-i");
+      command.insert(command.end(), {search.pattern, workspace.string()});
+      std::cout << std::setprecision(3) << "; rg -j1 " << time_external(command) << " s";
     }
     if (gnu_grep)
       std::cout << std::setprecision(3) << "; grep " << search.grep_flags << " "
@@ -155,18 +156,25 @@ int main(int argc, char** argv) {
 
   ca::GlobTool glob;
   std::cout << std::setprecision(2) << "Glob **/*.cu over " << file_count << " files: "
-            << 1e3 * median_cpu_seconds(runs, [&] { (void)glob.invoke({{"pattern", "**/*.cu"}}, context); }) << " ms\n";
+            << 1e3 * median_cpu_seconds(runs,
+                                        [&] {
+                                          (void)glob.invoke({{"pattern", "**/*.cu"}}, context);
+                                        })
+            << " ms\n";
 
   ca::ReadTool read;
   ca::EditTool edit;
   const int calls = 200;
-  const double read_seconds = median_cpu_seconds(calls, [&] { (void)read.invoke({{"file_path", "long.py"}}, context); });
+  const double read_seconds = median_cpu_seconds(calls, [&] {
+    (void)read.invoke({{"file_path", "long.py"}}, context);
+  });
   bool flip = false;
   const double edit_seconds = median_cpu_seconds(calls, [&] {
     const std::string from = flip ? "line 1000 of a 2000-line" : "line 1000 of a two-thousand-line";
     const std::string to = flip ? "line 1000 of a two-thousand-line" : "line 1000 of a 2000-line";
     flip = !flip;
-    const ca::ToolResult result = edit.invoke({{"file_path", "long.py"}, {"old_string", from}, {"new_string", to}}, context);
+    const ca::ToolResult result =
+        edit.invoke({{"file_path", "long.py"}, {"old_string", from}, {"new_string", to}}, context);
     if (result.is_error) std::cerr << result.content << "\n";
   });
   std::cout << std::setprecision(0) << "Read of a 2000-line file: " << read_seconds * 1e6

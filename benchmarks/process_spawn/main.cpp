@@ -23,7 +23,7 @@ int main(int argc, char** argv) {
     micros.push_back(std::chrono::duration<double, std::micro>(stop - start).count());
   }
   std::sort(micros.begin(), micros.end());
-  auto at = [&](double q) { return micros[static_cast<std::size_t>(q * (micros.size() - 1))]; };
+  auto at = [&](double q) { return micros[static_cast<std::size_t>(q * static_cast<double>(micros.size() - 1))]; };
   std::cout << "run_process(/bin/true) x" << runs << ": median " << at(0.5) << " us, q1 " << at(0.25) << " us, q3 "
             << at(0.75) << " us\n";
   return 0;

@@ -11,13 +11,11 @@ namespace cuda_agent::detail {
 /// text the model reads. Of any length (measured first, then written).
 template <class... Arguments>
 [[nodiscard]] std::string format(const char* pattern, Arguments... arguments) {
-  char small[128];
-  const int length = std::snprintf(small, sizeof small, pattern, arguments...);
-  if (length < 0) return {};
-  if (static_cast<std::size_t>(length) < sizeof small) return std::string(small, static_cast<std::size_t>(length));
-  std::string text(static_cast<std::size_t>(length) + 1, '\0');
-  std::snprintf(text.data(), text.size(), pattern, arguments...);
-  text.resize(static_cast<std::size_t>(length));
+  const int length = std::snprintf(nullptr, 0, pattern, arguments...);
+  if (length <= 0) return {};
+  std::string text(static_cast<std::size_t>(length), '\0');
+  // The terminating null goes where std::string keeps its own.
+  std::snprintf(text.data(), text.size() + 1, pattern, arguments...);
   return text;
 }
 
