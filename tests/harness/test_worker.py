@@ -239,3 +239,13 @@ def test_without_prepared_children_nothing_waits():
         assert plain.idle_children(count=0) == []
     finally:
         plain.close()
+
+
+def test_a_worker_still_hears_its_host_after_more_than_64_mib_of_requests(worker):
+    # A warm worker lives for thousands of requests; its channel to the host has no cap over
+    # its life (a child's report does). Blank lines are requests the worker skips.
+    padding = (b" " * ((1 << 16) - 1) + b"\n") * 16  # 1 MiB
+    for _ in range(66):
+        os.write(worker.requests, padding)
+    reply = worker.call("ping", {"echo": "still here"})
+    assert reply["result"]["echo"] == "still here"

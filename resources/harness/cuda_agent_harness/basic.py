@@ -31,9 +31,9 @@ def diagnose_prepared(args: dict, context) -> dict:
     ``report_then_sleep`` sends the result and then sleeps, as a child that is slow to exit
     after its report does."""
     if args.get("action") == "report_then_sleep":
-        from .worker import encode
+        from .channel import encode_for_host
 
-        os.write(context._report_fd, encode({"result": {"action": "report_then_sleep", "done": True}}))
+        os.write(context._report_fd, encode_for_host({"result": {"action": "report_then_sleep", "done": True}}))
         time.sleep(float(args.get("seconds", 3600)))
     return diagnose(args, context)
 

@@ -49,7 +49,6 @@ import json
 import math
 import os
 import random
-import select
 import statistics
 import sys
 import time
@@ -57,6 +56,7 @@ import traceback
 from typing import Any, Callable
 
 from . import arena, baseline_cache, timing, trusted_clock
+from .channel import JsonLines
 from .modules import load_module
 from .registry import handler
 
@@ -141,12 +141,8 @@ def create_fifos(session_directory: str) -> None:
             os.chmod(path, 0o666)
 
 
-class Channel:
-    def __init__(self, incoming: int, outgoing: int):
-        self.incoming = incoming
-        self.outgoing = outgoing
-        self.buffer = b""
-        self.heard = False  # EOF before the first message only means "not yet opened"
+class Channel(JsonLines):
+    """The timing session's JSON lines (``channel.JsonLines``) over its two FIFOs."""
 
     @classmethod
     def open(cls, session_directory: str, side: str, timeout_s: float, gone_marker: str | None = None) -> "Channel":
@@ -172,45 +168,7 @@ class Channel:
                 raise TimeoutError(f"the other side did not join the session within {timeout_s:.0f} s")
             time.sleep(0.01)
         os.set_blocking(outgoing, True)
-        return cls(incoming, outgoing)
-
-    def send(self, message: dict) -> None:
-        data = memoryview(json.dumps(message).encode() + b"\n")
-        try:
-            while data:
-                data = data[os.write(self.outgoing, data):]
-        except BrokenPipeError as error:
-            raise EOFError("the other side closed the session") from error
-
-    def receive(self, timeout_s: float) -> dict:
-        deadline = time.monotonic() + timeout_s
-        while b"\n" not in self.buffer:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise TimeoutError(f"no message within {timeout_s:.1f} s")
-            ready, _, _ = select.select([self.incoming], [], [], min(remaining, 0.05 if not self.heard else remaining))
-            if not ready:
-                continue
-            chunk = os.read(self.incoming, 65536)
-            if not chunk:
-                if self.heard:
-                    raise EOFError("the other side closed the session")
-                time.sleep(0.01)  # its writing end is not open yet
-                continue
-            self.buffer += chunk
-            if len(self.buffer) > MAX_MESSAGE_BYTES:
-                raise ValueError(f"a message exceeded {MAX_MESSAGE_BYTES} bytes")
-        line, self.buffer = self.buffer.split(b"\n", 1)
-        self.heard = True
-        message = json.loads(line)
-        if not isinstance(message, dict):
-            raise ValueError("a message is not a JSON object")
-        return message
-
-    def close(self) -> None:
-        for descriptor in (self.incoming, self.outgoing):
-            with contextlib.suppress(OSError):
-                os.close(descriptor)
+        return cls(incoming, outgoing, line_limit=MAX_MESSAGE_BYTES, writer_may_open_late=True)
 
 
 # ---------------------------------------------------------------------------------------

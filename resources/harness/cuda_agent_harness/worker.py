@@ -50,7 +50,6 @@ from __future__ import annotations
 import argparse
 import ctypes
 import json
-import math
 import os
 import select
 import signal
@@ -59,6 +58,7 @@ import time
 import traceback
 
 from . import PROTOCOL_VERSION, hygiene, registry
+from .channel import LineReader, encode_for_host, write_all
 
 _PR_SET_PDEATHSIG = 1
 _PR_SET_DUMPABLE = 4
@@ -73,67 +73,6 @@ def _prctl(option: int, value: int) -> None:
     libc = ctypes.CDLL(None, use_errno=True)
     if libc.prctl(option, ctypes.c_ulong(value), 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), f"prctl({option}) failed")
-
-
-def json_safe(value):
-    """The value with every non-finite float replaced by its name ("nan", "inf", "-inf"):
-    JSON has no spelling for them, and the host's parser refuses Python's."""
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, dict):
-        return {key: json_safe(item) for key, item in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_safe(item) for item in value]
-    return value
-
-
-def encode(message: dict) -> bytes:
-    return (json.dumps(json_safe(message), allow_nan=False) + "\n").encode()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        try:
-            written = os.write(fd, view)
-        except InterruptedError:
-            continue
-        view = view[written:]
-
-
-class LineReader:
-    """Splits what arrives on a descriptor into lines."""
-
-    def __init__(self, fd: int, limit: int):
-        self.fd = fd
-        self.limit = limit
-        self.buffer = bytearray()
-        self.total = 0
-        self.closed = False
-
-    def read_available(self) -> list[bytes]:
-        try:
-            chunk = os.read(self.fd, 1 << 16)
-        except BlockingIOError:
-            return []
-        except InterruptedError:
-            return []
-        if not chunk:
-            self.closed = True
-            rest = bytes(self.buffer)
-            self.buffer.clear()
-            return [rest] if rest.strip() else []
-        self.total += len(chunk)
-        if self.total <= self.limit:
-            self.buffer += chunk
-        lines = []
-        while True:
-            newline = self.buffer.find(b"\n")
-            if newline < 0:
-                break
-            lines.append(bytes(self.buffer[:newline]))
-            del self.buffer[: newline + 1]
-        return lines
 
 
 class TailBuffer:
@@ -158,7 +97,7 @@ class TailBuffer:
 
     def text(self) -> str:
         elided = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[... {elided} bytes elided ...]\n".encode() if elided > 0 else b""
+        middle = f"\n[... {elided} bytes elided ...]\n".encode_for_host() if elided > 0 else b""
         return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
 
 
@@ -178,7 +117,7 @@ class RequestContext:
 
     def emit(self, event: dict) -> None:
         """Sends an event to the host while the handler runs."""
-        _write_all(self._report_fd, encode({"event": event}))
+        write_all(self._report_fd, encode_for_host({"event": event}))
 
     def seconds_left(self) -> float:
         return self.deadline - time.monotonic()
@@ -250,7 +189,7 @@ class Child:
         message = {"id": request.get("id", ""), "handler": request.get("handler", ""),
                    "args": request.get("args") or {}, "deadline": deadline}
         try:
-            _write_all(self.request_w, encode(message))
+            write_all(self.request_w, encode_for_host(message))
         except OSError:  # BrokenPipeError: it died while preparing
             return False
         finally:
@@ -282,7 +221,7 @@ class Worker:
                  prepared_child: bool = True):
         self.role = role
         self.device = device
-        self.requests = LineReader(requests_fd, REPORT_LIMIT)
+        self.requests = LineReader(requests_fd, line_limit=None)  # the host is trusted; no cap over a life
         self.replies_fd = replies_fd
         self.pending: list[dict] = []
         self.scrub = {path: set(_listdir(path)) for path in scrub}
@@ -295,7 +234,7 @@ class Worker:
         self.exiting: set[int] = set()
 
     def reply(self, message: dict) -> None:
-        _write_all(self.replies_fd, encode(message))
+        write_all(self.replies_fd, encode_for_host(message))
 
     def next_request(self) -> dict | None:
         while not self.pending:
@@ -449,7 +388,7 @@ class Worker:
 
     def _serve_child(self, request_id: str, child: Child, started: float, deadline: float) -> None:
         pid, report_r, output_r = child.pid, child.report_r, child.output_r
-        report = LineReader(report_r, REPORT_LIMIT)
+        report = LineReader(report_r, line_limit=None, total_limit=REPORT_LIMIT)
         output = TailBuffer(OUTPUT_LIMIT)
         output_text, output_total = "", 0
         result = None
@@ -571,13 +510,13 @@ class Worker:
             result = function(message.get("args") or {}, context)
             sys.stdout.flush()
             sys.stderr.flush()
-            _write_all(report_w, encode({"result": result}))  # the last thing this child does
+            write_all(report_w, encode_for_host({"result": result}))  # the last thing this child does
             code = 0
         except BaseException as exception:  # the child reports everything and always ends here
             try:
                 message = {"error": {"type": type(exception).__name__, "message": str(exception),
                                      "traceback": traceback.format_exc(limit=20)}}
-                _write_all(report_w, encode(message))
+                write_all(report_w, encode_for_host(message))
             except BaseException:
                 pass
         finally:
