@@ -244,8 +244,9 @@ EVERY_ALLOWED_CONSTRUCT = source('''
                 self.static.copy_(result)
                 self.graph.replay()
                 return self.static.clone()
-            scalar = self.table[0].item() * 2 + self.attn.heads + self.dim
-            out = cuda_extension.scale(self.out, scalar, self.attn.mask.size(-1), self.attn.proj.out_features)
+            scalar = self.attn.heads * 2 + self.dim
+            out = cuda_extension.scale(self.out, scalar, self.table[0].item(), self.attn.mask.size(-1),
+                                       self.attn.proj.out_features)
             print(f"{self.calls} calls, {out.shape}")
             return out.view(shape)
 ''')
@@ -359,6 +360,16 @@ CASES = [
     ("return [w * 2 for w in self.fc.parameters()]", "forward", "forbidden_operation", "tensor-arithmetic"),
     ("return cuda_extension.scale(x, sum(w for w in [x]))", "forward", "forbidden_operation", "tensor-arithmetic"),
     ("return x.shape[0] * x", "forward", "forbidden_operation", "tensor-arithmetic"),
+    # values read back from a tensor's data (.item()) go to the extension, never into Python arithmetic
+    ("return cuda_extension.scale(x, max(x[0].item(), 0.0))", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, x[0].item() * 2)", "forward", "forbidden_operation", "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, float(x[0].item()))", "forward", "forbidden_operation", "read-back-arithmetic"),
+    ("return cuda_extension.relu(x) if x[0].item() > 0 else x", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("if x[0].item():\n    return x\nreturn cuda_extension.relu(x)", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, -x[0].item())", "forward", "forbidden_operation", "read-back-arithmetic"),
     # lambdas, closures, global state, generators
     ("self.f = lambda a: a * 2", "init", "forbidden_construct", "lambda"),
     ("def inner(a):\n    return a * 2\nreturn inner(x)", "forward", "forbidden_construct", "closure"),
@@ -447,6 +458,30 @@ def test_numbers_and_shapes_may_be_computed_in_forward():
         return cuda_extension.scale(x.view(x.shape[0], -1), scale, blocks, n, shape, max(x.shape), abs(-n))
     """)
     assert check_model_new(text) == []
+
+
+def test_a_value_read_back_from_a_tensor_may_be_handed_to_the_extension_but_not_computed_on_in_a_helper():
+    handed = candidate(forward="return cuda_extension.scale(x, self.fc.weight[0, 0].item())")
+    assert check_model_new(handed) == []
+    # A helper of the file that forward calls receives what forward passes it.
+    helper = source("""
+        import torch
+        import torch.nn as nn
+        import cuda_extension
+
+        def rectify(value):
+            return max(value, 0.0)
+
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+            def forward(self, x):
+                flat = x.reshape(-1)
+                values = [rectify(flat[i].item()) for i in range(flat.numel())]
+                return cuda_extension.touch(torch.tensor(values, dtype=x.dtype).reshape(x.shape))
+        """)
+    assert first(check_model_new(helper)) == ("forbidden_operation", "read-back-arithmetic", 6)
 
 
 def test_a_value_the_inference_cannot_see_is_not_a_number():

@@ -54,6 +54,7 @@ from .findings import Findings
 TENSOR = "tensor"
 INPUT = "input"          # an argument of ModelNew.forward: a tensor or a value of get_inputs()
 NUMBER = "number"        # a Python number, bool or other scalar
+READ_BACK = "read-back"  # a number read back from a tensor's data (.item()): data, never arithmetic
 SHAPE = "shape"          # a tuple of Python numbers (torch.Size among them)
 ARG = "argument"         # a constructor argument (a value of get_init_inputs())
 STRING = "string"
@@ -254,7 +255,10 @@ TENSOR_PROPERTIES = {
 #: Tensor methods anywhere: metadata, creation, copies (in place too) and views.
 TENSOR_METHODS = {
     **{name: NUMBER for name in "dim numel nelement element_size data_ptr storage_offset get_device is_contiguous"
-                                " is_floating_point is_complex item is_pinned".split()},
+                                " is_floating_point is_complex is_pinned".split()},
+    # A value of the tensor's data: it may be handed to the extension (a bound kept in a
+    # buffer), never computed on in Python.
+    "item": READ_BACK,
     "size": SHAPE, "stride": SHAPE,
     **{name: TENSOR for name in "contiguous view view_as reshape reshape_as to cpu cuda float double half bfloat16"
                                 " int long short bool byte char clone detach detach_ copy_ fill_ zero_ new_empty"
@@ -871,13 +875,18 @@ class _Grammar:
         if self.function is not None:
             self.merge(self.returns, self.function.qualified, atoms)
 
+    def branch_test(self, test) -> None:
+        """A condition: in forward, one on a value read back from a tensor computes on it."""
+        if READ_BACK in self.value(test) and self.in_forward:
+            self.read_back_arithmetic(test, _shown(test))
+
     def statement_If(self, node) -> None:
-        self.value(node.test)
+        self.branch_test(node.test)
         self.statements(node.body)
         self.statements(node.orelse)
 
     def statement_While(self, node) -> None:
-        self.value(node.test)
+        self.branch_test(node.test)
         self.statements(node.body)
         self.statements(node.orelse)
 
@@ -909,7 +918,7 @@ class _Grammar:
             self.value(node.cause)
 
     def statement_Assert(self, node) -> None:
-        self.value(node.test)
+        self.branch_test(node.test)
         if node.msg is not None:
             self.value(node.msg)
 
@@ -1267,7 +1276,7 @@ class _Grammar:
         return atoms
 
     def expr_IfExp(self, node) -> set[str]:
-        self.value(node.test)
+        self.branch_test(node.test)
         return self.expr(node.body) | self.expr(node.orelse)
 
     def expr_BoolOp(self, node) -> set[str]:
@@ -1285,6 +1294,9 @@ class _Grammar:
 
     def expr_UnaryOp(self, node) -> set[str]:
         operand = self.value(node.operand)
+        if self.in_forward and READ_BACK in operand:
+            self.read_back_arithmetic(node, _shown(node))
+            return {REPORTED}
         if isinstance(node.op, ast.Not):
             return {NUMBER}
         if not operand:
@@ -1307,7 +1319,10 @@ class _Grammar:
                     continue
             elif self.provable(left) and self.provable(right):
                 continue
-            self.tensor_arithmetic(node, _shown(node), comparison=True)
+            if READ_BACK in left | right:
+                self.read_back_arithmetic(node, _shown(node))
+            else:
+                self.tensor_arithmetic(node, _shown(node), comparison=True)
             return {REPORTED}
         return {NUMBER}
 
@@ -1347,9 +1362,18 @@ class _Grammar:
                 (left | right) <= PROVABLE | {CONTAINER}:
             return {CONTAINER}  # joining or repeating lists and tuples
         if self.in_forward:
-            self.tensor_arithmetic(node, shown)
+            if READ_BACK in left | right:
+                self.read_back_arithmetic(node, shown)
+            else:
+                self.tensor_arithmetic(node, shown)
             return {REPORTED}
         return {TENSOR}
+
+    def read_back_arithmetic(self, node, shown: str) -> None:
+        self.find("forbidden_operation", node, "read-back-arithmetic",
+                  f"{shown} computes in Python on a value read back from a tensor's data (.item()), inside code"
+                  " that runs in forward: such a value may only be handed to your extension. Do the computation in"
+                  " your kernels.")
 
     def tensor_arithmetic(self, node, shown: str, comparison: bool = False) -> None:
         what = "compares" if comparison else "computes"
@@ -1815,6 +1839,9 @@ class _Grammar:
                               "isinstance() takes classes (or a tuple of classes) as its second argument.")
             return {NUMBER}
         positional = self.arguments(node)
+        if self.in_forward and name != "print" and any(READ_BACK in atoms for atoms in positional):
+            self.read_back_arithmetic(node, _shown(node))
+            return {REPORTED}
         if name in ARITHMETIC_BUILTINS and self.in_forward:
             for argument, atoms in zip(node.args, positional):
                 elements = atoms
