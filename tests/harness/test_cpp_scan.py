@@ -152,6 +152,55 @@ def test_functions_by_address_are_refused(source):
     assert found and found[0][0] in ("forbidden_construct", "forbidden_operation"), found
 
 
+@pytest.mark.parametrize("source, rule", [
+    # the loaded program's ELF structures, from which any library's functions are found
+    ("extern const char __ehdr_start[];\n", "cpp-construct"),
+    ("#include <elf.h>\nconst Elf64_Sym* s = nullptr;\n", "cpp-construct"),
+    ("extern char _DYNAMIC[];\n", "cpp-construct"),
+    # symbols named in strings, as a lookup in memory needs them
+    ('const char* kernel = "_ZN2at3cpu9clamp_minERKNS_6TensorERKN3c106ScalarE";\n', "cpp-symbol-name"),
+    ('const char* run = "PyRun_SimpleString";\n', "cpp-symbol-name"),
+    ('const char name[] = "sgemm_";\n', "cpp-symbol-name"),
+    ('const char magic[] = "\\x7f" "ELF";\nconst char other[] = "\\177ELF";\n', "cpp-symbol-name"),
+    # declarations under another symbol's name
+    ('_Pragma("redefine_extname quiet PyEval_GetBuiltins")\nextern "C" void* quiet();\n', "cpp-construct"),
+    ("#pragma weak GOMP_parallel\n", "cpp-construct"),
+    ('extern "C" __attribute__((weak)) void GOMP_parallel(void (*)(void*), void*, unsigned, unsigned) {}\n',
+     "cpp-construct"),
+    ('extern "C" void f() __attribute__((alias("g")));\n', "cpp-construct"),
+    # names a macro of the file assembles
+    ("#define ATTR attr\nvoid f(py::module_* m) { m->ATTR(\"x\"); }\n", "cpp-macro"),
+    ("#define Q(a, b) a::b\nauto p = &Q(at, detail)::computeStorageNbytesContiguous;\n", "cpp-macro"),
+])
+def test_what_finds_code_in_memory_or_renames_it_is_refused(source, rule):
+    found = scan_cpp(PRELUDE + source, "kernels/k.cpp")
+    assert any(f["rule"] == rule and f["reason"] == "forbidden_construct" for f in found), found
+    assert all(f["message"].startswith(f"k.cpp line {f['line']}: ") or f["message"].startswith("kernels/k.cpp")
+               for f in found), found
+
+
+def test_macros_pragmas_and_messages_of_ordinary_kernels_pass():
+    source = PRELUDE + textwrap.dedent("""\
+        #define CHECK_INPUT(x) TORCH_CHECK(x.is_contiguous(), #x " must be contiguous (weak scaling aside)")
+        #define BLOCK 256
+        #define CEIL_DIV(a, b) (((a) + (b) - 1) / (b))
+        __global__ void scale(float* out, const float* in, int n) {
+        #pragma unroll
+          for (int k = 0; k < 4; ++k) {
+            _Pragma("unroll")
+            for (int i = blockIdx.x * BLOCK + threadIdx.x; i < n; i += BLOCK) out[i] = 2 * in[i];
+          }
+        }
+        torch::Tensor run(const torch::Tensor& x) {
+          CHECK_INPUT(x);
+          auto y = torch::empty_like(x);
+          scale<<<CEIL_DIV(x.numel(), BLOCK), BLOCK>>>(y.data_ptr<float>(), x.data_ptr<float>(), x.numel());
+          return y;
+        }
+    """)
+    assert scan_cpp(source, "kernels/k.cu") == []
+
+
 def test_what_bindings_legitimately_write_passes():
     source = PRELUDE + textwrap.dedent("""\
         namespace py = pybind11;

@@ -68,7 +68,7 @@ _CALLED_FUNCTIONS = ("fork", "clone", "system", "socket", "connect", "open", "op
 _FORBIDDEN_HEADERS = (
     "thread", "future", "pthread.h", "dlfcn.h", "sys/ptrace.h", "pybind11/embed.h", "spawn.h", "sys/syscall.h",
     "syscall.h", "asm/unistd.h", "sys/mman.h", "sys/socket.h", "fcntl.h", "link.h", "omp.h", "fstream", "filesystem",
-    "sys/wait.h", "sys/prctl.h", "ucontext.h", "setjmp.h", "csetjmp", "threads.h",
+    "sys/wait.h", "sys/prctl.h", "ucontext.h", "setjmp.h", "csetjmp", "threads.h", "elf.h", "sys/auxv.h",
 )
 _HEADER_ALTERNATIVES = "|".join(re.escape(name) for name in _FORBIDDEN_HEADERS)
 _TORCH_NAMESPACES = r"(?:at|torch|c10|caffe2|aten)"
@@ -166,6 +166,22 @@ CPP_FORBIDDEN = [
     (re.compile(r"\b(?:at|torch|c10)\s*::\s*(?:\w+\s*::\s*)*(?!k[A-Z]|nullopt\b)([a-z]\w*)\b(?!\s*(?:[(<]|::))"),
      "forbidden_construct", "names a torch function without calling it, which takes its address; call it, or"
                             " write the computation yourself"),
+    # The loaded program's own ELF structures: from them, code finds any function of any
+    # library in the process (torch's kernels, BLAS, the interpreter) without linking it.
+    (re.compile(r"\b(__ehdr_start|__executable_start|_DYNAMIC|_GLOBAL_OFFSET_TABLE_|Elf(?:32|64)_\w+|ElfW|"
+                r"dl_iterate_phdr|dl_phdr_info|link_map|r_debug|getauxval|"
+                r"PT_(?:LOAD|DYNAMIC|PHDR|INTERP|NOTE|TLS|GNU_\w+)|"
+                r"DT_(?:NULL|NEEDED|PLTRELSZ|PLTGOT|HASH|GNU_HASH|STRTAB|SYMTAB|RELA|RELASZ|RELAENT|STRSZ|SYMENT|"
+                r"JMPREL|VERSYM|REL|RELSZ|DEBUG))\b"),
+     "forbidden_construct", "reads the loaded program's ELF structures, from which code finds functions it does not"
+                            " link; call what you use directly"),
+    # Declarations under another symbol's name: a harmless-looking function that is in fact
+    # one the link check refuses, or the definition of a library's own function.
+    (re.compile(r"#\s*pragma\s+(?:redefine_extname|weak)\b|"
+                r"__attribute__\s*\(\(\s*(?:__)?(?:alias|weakref|ifunc|weak)(?:__)?\b|"
+                r"\[\[\s*(?:gnu|__gnu__)\s*::\s*(?:__)?(?:alias|weakref|ifunc|weak)(?:__)?\b"),
+     "forbidden_construct", "declares or defines a function under another symbol's name (pragmas, aliases, weak"
+                            " symbols), which hides what the module calls or replaces a library's function"),
 ]
 _QUALIFIED = re.compile(r"\b(at|torch|c10)\s*::\s*((?:[A-Za-z_]\w*\s*::\s*)*[A-Za-z_]\w*)")
 _INLINE_ASSEMBLY = re.compile(r"\b(asm|__asm__|__asm)\b")
@@ -199,9 +215,10 @@ def _join_continuations(text: str) -> tuple[str, list[int]]:
     return "".join(pieces), starts
 
 
-def _blank_cpp(text: str) -> str:
+def _blank_cpp(text: str, literals: list[tuple[int, int]] | None = None) -> str:
     """``text`` with comments and the contents of string and character literals replaced by
-    spaces (line breaks kept), so that every offset still points where it pointed."""
+    spaces (line breaks kept), so that every offset still points where it pointed. The
+    literals' spans are added to ``literals`` when given."""
     out = list(text)
     i, n = 0, len(text)
 
@@ -233,6 +250,8 @@ def _blank_cpp(text: str) -> str:
             closing = ")" + raw.group(1) + '"'
             end = text.find(closing, i + raw.end())
             end = n if end < 0 else end + len(closing)
+            if literals is not None:
+                literals.append((i + raw.end(), max(i + raw.end(), end - len(closing))))
             blank(i, end)
             i = end
             continue
@@ -241,6 +260,8 @@ def _blank_cpp(text: str) -> str:
             while j < n and text[j] != c and text[j] != "\n":
                 j += 2 if text[j] == "\\" else 1
             if not (c == '"' and in_include(i)):  # a header's name stays readable
+                if literals is not None:
+                    literals.append((i + 1, j))
                 blank(i + 1, j)
             i = j + 1
             continue
@@ -254,6 +275,99 @@ def _prepare(source: str) -> tuple[str, str, list[int]]:
     joined, starts = _join_continuations(source)
     code = _blank_cpp(joined).replace("%:%:", "##  ").replace("%:", "# ")
     return joined, code, starts
+
+
+#: What names a symbol in a string literal: a mangled C++ name, the Python C API, BLAS and
+#: LAPACK routines, OpenMP's runtime, threads, dynamic loading, driver lookups, ELF's magic.
+_NAMED_SYMBOL = re.compile(
+    r"(?<![A-Za-z0-9])_Z[A-Za-z0-9_]{4,}|\b(?:Py[A-Z]\w*_\w+|_Py\w+|Py_\w+)|"
+    r"\b(?:[sdcz](?:gemm|gemv|gemm3m|scal|axpy|dot[cu]?|nrm2|asum|copy|swap|rotg?|trsm|trmm|trsv|symm|symv|syrk|"
+    r"syr2k|ger[cu]?)|i[sdcz]amax)_?\b|\b(?:cblas|mkl|openblas|GOMP|omp|kmp|pthread|dl(?:sym|vsym|open|mopen)|"
+    r"cuGetProcAddress|cudaGetDriverEntryPoint)\w*|\\(?:x7[fF]|177)ELF|redefine_extname")
+
+
+def _literal_spans(joined: str) -> list[tuple[int, int]]:
+    """The spans of the string and character literals' contents in ``joined`` (what
+    ``_blank_cpp`` blanks that is not a comment)."""
+    spans: list[tuple[int, int]] = []
+    _blank_cpp(joined, spans)
+    return spans
+
+
+def _macro_definitions(code: str) -> dict[str, tuple[list[str] | None, str]]:
+    """The file's ``#define``s: name -> (parameters, or None for an object-like macro; body)."""
+    macros: dict[str, tuple[list[str] | None, str]] = {}
+    for match in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\([^)]*\))?(.*)$", code, re.M):
+        parameters = None
+        if match.group(2) is not None:
+            parameters = [part.strip() for part in match.group(2)[1:-1].split(",") if part.strip()]
+        macros[match.group(1)] = (parameters, match.group(3).strip())
+    return macros
+
+
+def _split_arguments(text: str, start: int) -> tuple[list[str], int] | None:
+    """The comma-separated arguments of the parenthesis opening at ``start`` and the offset
+    after its closing one; None when it does not close on this line."""
+    depth, current, arguments = 0, [], []
+    for position in range(start, len(text)):
+        character = text[position]
+        if character == "(":
+            depth += 1
+            if depth == 1:
+                continue
+        elif character == ")":
+            depth -= 1
+            if depth == 0:
+                arguments.append("".join(current).strip())
+                return arguments, position + 1
+        elif character == "," and depth == 1:
+            arguments.append("".join(current).strip())
+            current = []
+            continue
+        current.append(character)
+    return None
+
+
+def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, str]]:
+    """(offset, text) of each line of ``code`` (comments and literals blanked) that uses one
+    of the file's own macros, with those macros expanded: a rescan of the result expands
+    what the expansion produced, up to ``passes`` times."""
+    macros = _macro_definitions(code)
+    if not macros:
+        return []
+    name = re.compile(r"\b(" + "|".join(re.escape(each) for each in macros) + r")\b")
+    expanded_lines = []
+    offset = 0
+    for line in code.split("\n"):
+        start, offset = offset, offset + len(line) + 1
+        if re.match(r"[ \t]*#[ \t]*define\b", line) or not name.search(line):
+            continue
+        text = line
+        for _ in range(passes):
+            out, position, changed = [], 0, False
+            for match in name.finditer(text):
+                if match.start() < position:
+                    continue
+                parameters, body = macros[match.group(1)]
+                end = match.end()
+                if parameters is not None:
+                    opening = re.match(r"\s*\(", text[end:])
+                    split = _split_arguments(text, end + opening.end() - 1) if opening else None
+                    if split is None:
+                        continue
+                    arguments, end = split
+                    replacement = {param: arg for param, arg in zip(parameters, arguments)}
+                    body = re.sub(r"\b(" + "|".join(re.escape(p) for p in parameters) + r")\b",
+                                  lambda m: replacement.get(m.group(1), m.group(1)), body) if parameters else body
+                out.append(text[position:match.start()])
+                out.append(" " + body + " ")
+                position, changed = end, True
+            out.append(text[position:])
+            text = "".join(out)
+            if not changed:
+                break
+        expanded_lines.append((start, text))
+    return expanded_lines
 
 
 def strip_cpp(text: str) -> str:
@@ -455,5 +569,30 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
         for match in re.finditer(r"\bcudnn\w*", code):
             add(match.start(), 2, 1, "forbidden_module",
                 "cuDNN is not allowed by this evaluation's policy (the reference does not convolve).", "library")
+    # Symbol names in strings: a lookup of code by name in memory needs one.
+    for start, end in _literal_spans(joined):
+        text = joined[start:end]
+        hit = _NAMED_SYMBOL.search(text)
+        if hit:
+            add(start, 0, len(CPP_FORBIDDEN) + 2, "forbidden_construct",
+                f"the string '{_shown(hit.group(0))}' names a symbol (a mangled C++ name, the Python C API, BLAS,"
+                " OpenMP, threads, dynamic loading or ELF's magic number), as code that looks functions up in memory"
+                " would; call what you use directly.", "cpp-symbol-name")
+
+    # The same pragmas spelled as _Pragma, whose operand is a string.
+    for match in re.finditer(r'\b_Pragma\s*\(\s*(?:u8|u|U|L)?"\s*(redefine_extname|weak)\b', joined):
+        add(match.start(), 0, len(CPP_FORBIDDEN) + 3, "forbidden_construct",
+            f"'_Pragma(\"{match.group(1)} ...\")' declares a function under another symbol's name, which hides what"
+            " the module calls or replaces a library's function.", "cpp-construct")
+
+    # The file's own macros, expanded: a rule sees a name however a macro assembles it.
+    seen = {(line, index) for line, phase, index, _ in found if phase == 0}
+    for offset, expanded in _expanded_lines(code):
+        for index, (pattern, reason, why) in enumerate(CPP_FORBIDDEN):
+            match = pattern.search(expanded)
+            if match and (line_of(offset), index) not in seen:
+                seen.add((line_of(offset), index))
+                add(offset, 0, index, reason,
+                    f"'{_shown(match.group(0))}' (with this file's macros expanded) {why}.", "cpp-macro")
     found.sort(key=lambda item: item[:3])
     return [item[3] for item in found]
