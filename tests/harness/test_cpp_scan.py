@@ -157,6 +157,7 @@ def test_functions_by_address_are_refused(source):
     ("extern const char __ehdr_start[];\n", "cpp-construct"),
     ("#include <elf.h>\nconst Elf64_Sym* s = nullptr;\n", "cpp-construct"),
     ("extern char _DYNAMIC[];\n", "cpp-construct"),
+    ("bool is_elf(const unsigned* page) { return *page == 0x464C457Fu; }\n", "cpp-construct"),
     # symbols named in strings, as a lookup in memory needs them
     ('const char* kernel = "_ZN2at3cpu9clamp_minERKNS_6TensorERKN3c106ScalarE";\n', "cpp-symbol-name"),
     ('const char* run = "PyRun_SimpleString";\n', "cpp-symbol-name"),

@@ -172,7 +172,7 @@ CPP_FORBIDDEN = [
                 r"dl_iterate_phdr|dl_phdr_info|link_map|r_debug|getauxval|"
                 r"PT_(?:LOAD|DYNAMIC|PHDR|INTERP|NOTE|TLS|GNU_\w+)|"
                 r"DT_(?:NULL|NEEDED|PLTRELSZ|PLTGOT|HASH|GNU_HASH|STRTAB|SYMTAB|RELA|RELASZ|RELAENT|STRSZ|SYMENT|"
-                r"JMPREL|VERSYM|REL|RELSZ|DEBUG))\b"),
+                r"JMPREL|VERSYM|REL|RELSZ|DEBUG)|0[xX](?:464[cC]457[fF]|7[fF]454[cC]46)[uUlL]*)\b"),
      "forbidden_construct", "reads the loaded program's ELF structures, from which code finds functions it does not"
                             " link; call what you use directly"),
     # Declarations under another symbol's name: a harmless-looking function that is in fact

@@ -193,7 +193,12 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
 #:                   1024 times the inputs' scale: a few elements carry much of a sum, so
 #:                   statistics taken from a sample of the elements miss them (a variance
 #:                   from every 16th of 4 M elements misses the four largest three times in
-#:                   four, and with them a third of the variance);
+#:                   four, and with them a third of the variance). Along every dimension,
+#:                   each index also adds the inputs' scale times the power of two that
+#:                   divides it (its trailing zero bits, less their mean): a sample of every
+#:                   2^k-th element along any dimension is off by k times the scale (a mean
+#:                   from every 16th element of a row by four, where a random sample of 4 M
+#:                   elements is off by 0.002);
 #:   structured      values whose scale (0.14 to 7.4 times), sign and offset change from
 #:                   block to block of consecutive elements (one block length per input,
 #:                   1 to 63), plus an offset per index along every dimension (rows,
@@ -251,6 +256,16 @@ def _uniform01(shape, generator: torch.Generator, device) -> torch.Tensor:
     return torch.rand(shape, generator=generator, device=device, dtype=torch.float32)
 
 
+def _power_of_two_offsets(extent: int, device) -> torch.Tensor:
+    """Per index 0..extent-1: the number of trailing zero bits of the index (index 0 counts
+    as divisible by every power of two below ``extent``), less their mean."""
+    index = torch.arange(extent, device=device, dtype=torch.int64)
+    zeros = torch.zeros(extent, device=device, dtype=torch.float32)
+    for bit in range(1, max(1, (extent - 1).bit_length())):
+        zeros += ((index % (1 << bit)) == 0).to(torch.float32)
+    return zeros.sub_(zeros.mean())
+
+
 def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: int) -> torch.Tensor:
     """The floating-point input ``value`` (the task's own draw) under distribution ``spec``,
     from a generator seeded by the set's seed and the input's position. Drawn chunk by
@@ -293,6 +308,12 @@ def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: i
                 grid.mul_(block_scale[:whole // length, None]).add_(block_offset[:whole // length, None])
             if whole < part.numel():
                 part[whole:].mul_(block_scale[-1]).add_(block_offset[-1])
+    if kind == "heavy_tailed":
+        for dimension, extent in enumerate(shape):
+            if extent > 1:
+                view = [1] * len(shape)
+                view[dimension] = extent
+                result.add_(_power_of_two_offsets(extent, device).mul_(scale).reshape(view))
     if kind == "heavy_tailed" and count:
         spikes = max(1, count >> 20)
         places = torch.randint(0, count, (spikes,), generator=generator, device=device)
