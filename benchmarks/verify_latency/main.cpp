@@ -118,10 +118,7 @@ int main(int argc, char** argv) {
   ca::CompileOptions compile;
   compile.device = device;
   compile.python = CUDA_AGENT_PYTHON;
-  if (::geteuid() == 0) {
-    const ca::SandboxIdentity identity = ca::sandbox_identity(build_sandbox);
-    compile.sandbox_user = std::make_pair(identity.uid, identity.gid);
-  }
+  if (::geteuid() == 0) compile.sandbox_user = ca::sandbox_identity(build_sandbox);
   ca::CompileDriver<ca::AnySandbox> driver(ca::make_default_sandbox(build_sandbox), compile);
   ca::detail::make_open_directory(work / "build");
   const ca::CompileResult built = driver.build(candidate, work / "build");

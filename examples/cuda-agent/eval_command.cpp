@@ -368,8 +368,7 @@ int eval_command(std::span<const std::string> arguments) {
   build_sandbox.workspace = evaluator_options.work_directory;
   if (options.device == "cuda") build_sandbox.gpus = {options.gpu};
   if (::geteuid() == 0) {
-    const SandboxIdentity identity = sandbox_identity(build_sandbox);
-    compile.sandbox_user = std::make_pair(identity.uid, identity.gid);
+    compile.sandbox_user = sandbox_identity(build_sandbox);
   }
 
   std::optional<HarnessProfilerOptions> timing;

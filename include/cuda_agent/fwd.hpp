@@ -60,6 +60,7 @@ class ToolRegistry;
 
 // process.hpp
 class Environment;
+struct UserIdentity;
 struct ChildSetup;
 struct ProcessSpec;
 struct CapturedOutput;
@@ -79,7 +80,7 @@ class SandboxRef;
 // sandbox/sandbox_options.hpp, sandbox/process_sandbox.hpp, sandbox/bubblewrap_sandbox.hpp, sandbox/cuda_probe.hpp
 struct Mount;
 struct SandboxOptions;
-struct SandboxIdentity;
+using SandboxIdentity = UserIdentity;
 class ProcessSandbox;
 class BubblewrapSandbox;
 struct CudaDevice;

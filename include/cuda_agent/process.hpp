@@ -64,6 +64,13 @@ class Environment {
   std::map<std::string, std::string> variables_;
 };
 
+/// A host user and group: the identity sandboxed commands run as, who owns a workspace.
+struct UserIdentity {
+  uid_t uid;
+  gid_t gid;
+  friend bool operator==(const UserIdentity&, const UserIdentity&) = default;
+};
+
 /// What a sandbox launcher may change in the child between fork and exec.
 struct ChildSetup {
   struct Limit {

@@ -119,7 +119,7 @@ TEST_CASE("the suite's CUDA forms build with nvcc (no GPU needed: an explicit ar
   options.gpu_architecture = "sm_90a";  // the H200's
   options.python = CUDA_AGENT_PYTHON;
   options.cache_directory = ca::testing::compile_cache_directory();
-  if (::geteuid() == 0) options.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  if (::geteuid() == 0) options.sandbox_user = ca::UserIdentity{65534, 65534};
   ca::CompileDriver<ca::ProcessSandbox> driver(ca::ProcessSandbox(sandbox), options);
 
   // The shared toolbox (every candidate without its own kernels), then each candidate's own.

@@ -18,17 +18,11 @@
 #include "compile_test_support.hpp"
 
 namespace ca = cuda_agent;
+using ca::testing::describe;
 using ca::testing::RecordingSandbox;
 using ca::testing::ScratchDirectory;
 
 namespace {
-
-std::string describe(const ca::CompileResult& result) {
-  std::string text = "succeeded=" + std::to_string(result.succeeded) + "\n";
-  for (const auto& d : result.diagnostics)
-    text += d.file + ":" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message + "\n";
-  return text + result.log.substr(0, 6000);
-}
 
 const ca::Diagnostic* find_error(const ca::CompileResult& result) {
   for (const auto& diagnostic : result.diagnostics)
@@ -380,7 +374,7 @@ TEST_CASE("an unprivileged sandbox keeps #include \"/etc/shadow\" out of the log
   files["kernels/steal.cpp"] = "#include \"/etc/shadow\"\n";
   ca::testing::write_files(scratch / "candidate", files);
   ca::CompileOptions options = ca::testing::cpu_options();
-  options.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  options.sandbox_user = ca::UserIdentity{65534, 65534};
   RecordingSandbox sandbox;
   sandbox.drop_to(65534, 65534);
   ca::CompileDriver driver(sandbox, options);

@@ -32,7 +32,7 @@ class RecordingSandbox {
 
   /// Commands run as `uid`/`gid` (the caller must be root).
   RecordingSandbox& drop_to(uid_t uid, gid_t gid) {
-    identity_ = std::make_pair(uid, gid);
+    identity_ = UserIdentity{uid, gid};
     return *this;
   }
 
@@ -51,8 +51,8 @@ class RecordingSandbox {
     spec.merge_stderr = command.merge_stderr;
     spec.cancellation = command.cancellation;
     if (identity_) {
-      spec.child.uid = identity_->first;
-      spec.child.gid = identity_->second;
+      spec.child.uid = identity_->uid;
+      spec.child.gid = identity_->gid;
     }
     cuda_agent::CommandResult result;
     static_cast<cuda_agent::ProcessResult&>(result) = cuda_agent::run_process(spec);
@@ -70,7 +70,7 @@ class RecordingSandbox {
 
  private:
   std::shared_ptr<Log> log_;
-  std::optional<std::pair<uid_t, gid_t>> identity_;
+  std::optional<UserIdentity> identity_;
 };
 
 static_assert(cuda_agent::Sandbox<RecordingSandbox>);

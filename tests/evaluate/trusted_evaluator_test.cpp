@@ -47,7 +47,7 @@ std::shared_ptr<ca::CompileDriver<RecordingSandbox>> recording_compiler(
   options.device = "cpu";
   options.python = CUDA_AGENT_PYTHON;
   options.cache_directory = ca::testing::compile_cache_directory();
-  if (::geteuid() == 0) options.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  if (::geteuid() == 0) options.sandbox_user = ca::UserIdentity{65534, 65534};
   return std::make_shared<ca::CompileDriver<RecordingSandbox>>(
       RecordingSandbox{ca::ProcessSandbox(sandbox), std::move(commands)}, options);
 }

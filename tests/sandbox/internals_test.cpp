@@ -5,6 +5,7 @@
 #include "catch.hpp"
 #include "sandbox_test_support.hpp"
 
+#include <cuda_agent/detail/ownership.hpp>
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox/detail/bwrap_arguments.hpp>
 #include <cuda_agent/sandbox/detail/cgroup_v2.hpp>
@@ -17,6 +18,7 @@
 #include <filesystem>
 #include <sstream>
 #include <string>
+#include <system_error>
 #include <vector>
 
 #include <sys/resource.h>
@@ -341,4 +343,30 @@ TEST_CASE("hand_over_to_sandbox gives the tree away without following links", "[
   CHECK(owner(outside) == 0);                         // not what it points to, nor its hard link
   CHECK(owner(options.workspace / "model.py") == 0);  // protected paths stay the host's
   CHECK(ca::sandbox_identity(options) == ca::SandboxIdentity{65534, 65534});
+}
+
+TEST_CASE("a single path is given away as itself: a link planted in its place is not followed",
+          "[sandbox][internals]") {
+  // The compile driver and the verifier give single directories and FIFOs to the sandbox
+  // user; a command that ran earlier may have replaced one with a link to a host file.
+  if (!ca::testing::running_as_root()) CUDA_AGENT_SKIP("needs root: only root changes owners");
+  ScratchDirectory scratch("give-path");
+  const fs::path host_file = scratch.path() / "host.txt";
+  ca::testing::write_file(host_file, "host file");
+  const fs::path planted = scratch.path() / "obj";
+  fs::create_symlink(host_file, planted);
+  ca::detail::give_path_to(planted, ca::UserIdentity{65534, 65534});
+  struct stat status {};
+  REQUIRE(::lstat(planted.c_str(), &status) == 0);
+  CHECK(status.st_uid == 65534);
+  REQUIRE(::stat(host_file.c_str(), &status) == 0);
+  CHECK(status.st_uid == 0);
+
+  try {
+    ca::detail::give_path_to(scratch.path() / "missing", ca::UserIdentity{65534, 65534});
+    FAIL("giving a missing path away succeeded");
+  } catch (const std::system_error& error) {
+    CHECK(error.code() == std::errc::no_such_file_or_directory);
+    CHECK_THAT(std::string(error.what()), Catch::Matchers::Contains("missing"));
+  }
 }

@@ -13,13 +13,13 @@
 #include <unistd.h>    // geteuid
 
 #include "../compile/compile_test_support.hpp"
+#include "kernelbench_tasks.hpp"
 
 namespace ca = cuda_agent;
+using ca::testing::kernelbench;
 using Catch::Matchers::Contains;
 
 namespace {
-
-const std::filesystem::path kernelbench = std::filesystem::path(CUDA_AGENT_TEST_DATA_DIR) / "kernelbench";
 
 bool writable_by_anyone(const std::filesystem::path& path) {
   using std::filesystem::perms;
@@ -153,13 +153,13 @@ TEST_CASE("the writable part of a workspace is handed to the sandbox user, the p
   CHECK(owner(workspace.root / "SKILL.md") == 0);
 
   // The step is replaceable (the sandbox component's hand_over_to_sandbox plugs in here).
-  std::optional<std::pair<uid_t, gid_t>> seen;
+  std::optional<ca::UserIdentity> seen;
   ca::WorkspaceOptions options;
-  options.sandbox_user = std::make_pair(uid_t{1234}, gid_t{5678});
-  options.hand_over = [&](const ca::Workspace&, const std::optional<std::pair<uid_t, gid_t>>& user) { seen = user; };
+  options.sandbox_user = ca::UserIdentity{1234, 5678};
+  options.hand_over = [&](const ca::Workspace&, const std::optional<ca::UserIdentity>& user) { seen = user; };
   (void)ca::materialize_workspace(task, scratch / "ws2", options);
   REQUIRE(seen.has_value());
-  CHECK(seen->first == 1234);
+  CHECK(*seen == ca::UserIdentity{1234, 5678});
   CHECK(owner(scratch / "ws2" / "kernels") == 0);
 }
 

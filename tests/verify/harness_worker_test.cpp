@@ -45,7 +45,7 @@ struct WorkerFixture {
     options.channel_directory = channel;
     options.scrub_directories = {"/tmp", "/dev/shm"};
     const ca::SandboxIdentity identity = ca::sandbox_identity(sandbox);
-    if (::geteuid() == 0) options.owner = std::make_pair(identity.uid, identity.gid);
+    if (::geteuid() == 0) options.owner = identity;
     worker = std::make_unique<ca::HarnessWorker>(ca::make_default_sandbox(sandbox), options);
   }
 

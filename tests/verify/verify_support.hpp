@@ -93,7 +93,7 @@ inline std::shared_ptr<CompileDriver<ProcessSandbox>> test_compiler(const std::s
   options.device = device;
   options.python = CUDA_AGENT_PYTHON;
   options.cache_directory = compile_cache_directory();
-  if (::geteuid() == 0) options.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  if (::geteuid() == 0) options.sandbox_user = UserIdentity{65534, 65534};
   return std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(sandbox), options);
 }
 

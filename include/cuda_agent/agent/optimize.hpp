@@ -152,8 +152,7 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
   compile.gpu_index = options.gpu;
   compile.progress = options.progress;
   if (::geteuid() == 0) {
-    const SandboxIdentity identity = sandbox_identity(build_sandbox);
-    compile.sandbox_user = std::make_pair(identity.uid, identity.gid);
+    compile.sandbox_user = sandbox_identity(build_sandbox);
   }
   auto compiler = std::make_shared<CompileDriver<S>>(make_sandbox(build_sandbox), compile);
 

@@ -37,11 +37,9 @@
 #include <algorithm>     // sort, find, any_of, min
 #include <atomic>        // atomic
 #include <cctype>        // isspace
-#include <cerrno>        // errno
 #include <chrono>        // steady_clock, milliseconds, duration
 #include <cstddef>       // size_t
 #include <cstdlib>       // getenv
-#include <cstring>       // strerror
 #include <exception>     // exception_ptr, current_exception, rethrow_exception
 #include <filesystem>    // path, create_directories, ...
 #include <functional>    // function
@@ -54,13 +52,13 @@
 #include <stop_token>    // stop_source
 #include <string>        // string
 #include <string_view>   // string_view
-#include <system_error>  // error_code
+#include <system_error>  // error_code, system_error
 #include <thread>        // jthread, hardware_concurrency
 #include <utility>       // move, pair
 #include <vector>        // vector
 
 #include <sys/types.h>  // uid_t, gid_t
-#include <unistd.h>     // geteuid, chown
+#include <unistd.h>     // geteuid
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +67,7 @@
 #include "cuda_agent/compile/detail/elf_symbols.hpp"
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/detail/head_tail_buffer.hpp"
+#include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
@@ -144,7 +143,7 @@ struct CompileOptions {
   std::vector<std::string> extra_link_flags;
   /// When set and the driver runs as root: the user and group the sandbox runs commands
   /// as; the build directory's output folders are handed to them.
-  std::optional<std::pair<uid_t, gid_t>> sandbox_user;
+  std::optional<UserIdentity> sandbox_user;
   /// Limits on the candidate sources read.
   detail::TreeReadLimits source_limits;
   /// Called with short progress lines ("compiling kernels/relu.cu", ...), possibly
@@ -406,11 +405,14 @@ struct UnitOutcome {
   std::string key;
 };
 
-inline void hand_over(const std::filesystem::path& path, const std::optional<std::pair<uid_t, gid_t>>& user) {
-  if (!user || ::geteuid() != 0) return;
-  if (::chown(path.c_str(), user->first, user->second) != 0)
-    throw CompileDriverError("cannot hand " + path.string() + " to uid " + std::to_string(user->first) + ": " +
-                             std::strerror(errno));
+inline void hand_over(const std::filesystem::path& path, const std::optional<UserIdentity>& user) {
+  if (!user || !running_as_root()) return;
+  try {
+    give_path_to(path, *user);
+  } catch (const std::system_error& error) {
+    throw CompileDriverError("cannot hand " + path.string() + " to uid " + std::to_string(user->uid) + ": " +
+                             error.code().message());
+  }
 }
 
 }  // namespace detail::compile

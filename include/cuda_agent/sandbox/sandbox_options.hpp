@@ -11,22 +11,18 @@
 /// hands the workspace to that identity once with `hand_over_to_sandbox` before the first
 /// command, so that commands can write there.
 
-#include <cerrno>        // errno
 #include <chrono>        // milliseconds
 #include <cstdint>       // uint64_t
-#include <cstring>       // strerror
 #include <filesystem>    // path
 #include <optional>      // optional
 #include <string>        // string
-#include <system_error>  // error_code, generic_category
+#include <system_error>  // system_error
 #include <vector>        // vector
 
-#include <dirent.h>     // fdopendir, readdir, closedir
-#include <fcntl.h>      // openat, O_DIRECTORY, O_NOFOLLOW, AT_SYMLINK_NOFOLLOW
-#include <sys/stat.h>   // fstatat, struct stat
 #include <sys/types.h>  // uid_t, gid_t
-#include <unistd.h>     // geteuid, getegid, fchown, fchownat, close
+#include <unistd.h>     // geteuid, getegid
 
+#include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/sandbox/detail/sandbox_paths.hpp"
@@ -137,11 +133,7 @@ struct SandboxOptions {
 };
 
 /// The host uid and gid commands run as.
-struct SandboxIdentity {
-  uid_t uid;
-  gid_t gid;
-  friend bool operator==(const SandboxIdentity&, const SandboxIdentity&) = default;
-};
+using SandboxIdentity = UserIdentity;
 
 /// The identity `options` makes commands run as: the ids it names, else this process's
 /// own ids, or 65534 when this process is root.
@@ -150,57 +142,6 @@ struct SandboxIdentity {
   return {options.uid.value_or(root ? default_sandbox_uid : ::geteuid()),
           options.gid.value_or(root ? default_sandbox_gid : ::getegid())};
 }
-
-namespace detail {
-
-[[noreturn]] inline void throw_hand_over_error(const std::filesystem::path& path, const char* what) {
-  throw SandboxError("hand_over_to_sandbox: cannot " + std::string(what) + " " + path.string() + ": " +
-                     std::strerror(errno));
-}
-
-/// Changes the owner of everything below the open directory `directory` (at `path`),
-/// through descriptors only: no symbolic link is followed and no other filesystem is
-/// entered, so a link planted by an earlier command cannot redirect the change.
-inline void hand_over_directory(int directory, const std::filesystem::path& path, dev_t device,
-                                const SandboxIdentity& identity, const std::vector<std::filesystem::path>& skipped) {
-  UniqueFd listing_fd(::dup(directory));
-  if (!listing_fd) throw_hand_over_error(path, "read");
-  DIR* listing = ::fdopendir(listing_fd.get());
-  if (listing == nullptr) throw_hand_over_error(path, "read");
-  listing_fd.release();  // owned by the DIR stream now
-  struct Closer {
-    DIR* listing;
-    ~Closer() { ::closedir(listing); }
-  } closer{listing};
-
-  while (const dirent* entry = ::readdir(listing)) {
-    const std::string name = entry->d_name;
-    if (name == "." || name == "..") continue;
-    const std::filesystem::path child = path / name;
-    bool skip = false;
-    for (const auto& protected_path : skipped) skip = skip || protected_path == child;
-    if (skip) continue;
-
-    struct stat status {};
-    if (::fstatat(directory, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) != 0) throw_hand_over_error(child, "inspect");
-    if (status.st_dev != device) continue;
-    if (S_ISDIR(status.st_mode)) {
-      const UniqueFd child_fd(::openat(directory, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      if (!child_fd) throw_hand_over_error(child, "open");
-      hand_over_directory(child_fd.get(), child, device, identity, skipped);
-      if (::fchown(child_fd.get(), identity.uid, identity.gid) != 0)
-        throw_hand_over_error(child, "change the owner of");
-      continue;
-    }
-    // A file with several names may be a hard link to something outside the tree (where
-    // fs.protected_hardlinks is off); giving it away would give that away too.
-    if (!S_ISLNK(status.st_mode) && status.st_nlink > 1) continue;
-    if (::fchownat(directory, name.c_str(), identity.uid, identity.gid, AT_SYMLINK_NOFOLLOW) != 0)
-      throw_hand_over_error(child, "change the owner of");
-  }
-}
-
-}  // namespace detail
 
 /// Gives the directory tree at `path` to the sandbox identity, so that commands can write
 /// there. Only needed, and only done, when this process runs as root; otherwise commands
@@ -211,7 +152,7 @@ inline void hand_over_directory(int directory, const std::filesystem::path& path
 /// are files with several hard links. Call it before commands run in the tree, not while
 /// they do.
 inline void hand_over_to_sandbox(const std::filesystem::path& path, const SandboxOptions& options) {
-  if (::geteuid() != 0) return;
+  if (!detail::running_as_root()) return;
   const SandboxIdentity identity = sandbox_identity(options);
   const std::filesystem::path root = detail::normal_absolute(path);
   const std::filesystem::path workspace = options.workspace.empty() ? root : detail::normal_absolute(options.workspace);
@@ -219,13 +160,11 @@ inline void hand_over_to_sandbox(const std::filesystem::path& path, const Sandbo
   for (const auto& protected_path : options.protected_paths)
     skipped.push_back(detail::normal_absolute(protected_path, workspace));
 
-  const detail::UniqueFd root_fd(::open(root.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!root_fd) detail::throw_hand_over_error(root, "open the directory");
-  struct stat status {};
-  if (::fstat(root_fd.get(), &status) != 0) detail::throw_hand_over_error(root, "inspect");
-  detail::hand_over_directory(root_fd.get(), root, status.st_dev, identity, skipped);
-  if (::fchown(root_fd.get(), identity.uid, identity.gid) != 0)
-    detail::throw_hand_over_error(root, "change the owner of");
+  try {
+    detail::give_tree_to(root, identity, skipped);
+  } catch (const std::system_error& error) {
+    throw SandboxError("hand_over_to_sandbox: " + std::string(error.what()));
+  }
 }
 
 }  // namespace cuda_agent

@@ -24,25 +24,22 @@
 /// sandbox user. Nothing trusted is ever read back from a workspace: the trusted
 /// evaluation uses the task's reference source and only the candidate's source files.
 
-#include <cerrno>       // errno
-#include <cstring>      // strerror
-#include <filesystem>   // path, create_directories, permissions
-#include <functional>   // function
-#include <map>          // map
-#include <optional>     // optional
-#include <stdexcept>    // runtime_error
-#include <string>       // string
-#include <string_view>  // string_view
-#include <utility>      // pair, move
-#include <vector>       // vector
-
-#include <sys/types.h>  // uid_t, gid_t
-#include <unistd.h>     // geteuid, lchown
+#include <filesystem>    // path, create_directories, permissions
+#include <functional>    // function
+#include <map>           // map
+#include <optional>      // optional
+#include <stdexcept>     // runtime_error
+#include <string>        // string
+#include <string_view>   // string_view
+#include <system_error>  // system_error
+#include <utility>       // move
+#include <vector>        // vector
 
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/task.hpp"
@@ -93,10 +90,10 @@ struct WorkspaceOptions {
   std::map<std::string, std::string> read_only_files;
   /// The user and group the agent's sandbox runs as. Default: nobody (65534) when running
   /// as root, otherwise nothing changes hands.
-  std::optional<std::pair<uid_t, gid_t>> sandbox_user;
+  std::optional<UserIdentity> sandbox_user;
   /// Hands the tree to the sandbox user. Replaceable (the sandbox component provides
   /// `hand_over_to_sandbox`); the default chowns every path but the protected files.
-  std::function<void(const Workspace&, const std::optional<std::pair<uid_t, gid_t>>&)> hand_over;
+  std::function<void(const Workspace&, const std::optional<UserIdentity>&)> hand_over;
 };
 
 /// Renders a SKILL.md template: `{{name}}` variables and `{{#flag}}...{{/flag}}` sections
@@ -158,20 +155,19 @@ struct WorkspaceOptions {
 
 namespace detail {
 
-/// The default hand-over: the whole tree to the sandbox user, then the protected files
-/// back to the host, mode 0444.
-inline void hand_over_workspace(const Workspace& workspace, const std::optional<std::pair<uid_t, gid_t>>& user) {
-  if (!user || ::geteuid() != 0) return;
-  auto give = [&](const std::filesystem::path& path) {
-    if (::lchown(path.c_str(), user->first, user->second) != 0)
-      throw WorkspaceError("cannot hand " + path.string() + " to uid " + std::to_string(user->first) + ": " +
-                           std::strerror(errno));
-  };
-  give(workspace.root);
-  for (const auto& entry : std::filesystem::recursive_directory_iterator(workspace.root)) give(entry.path());
-  for (const auto& path : workspace.absolute_protected_paths())
-    if (::lchown(path.c_str(), ::geteuid(), ::getegid()) != 0)
-      throw WorkspaceError("cannot take " + path.string() + " back: " + std::strerror(errno));
+/// The default hand-over: the whole tree to the sandbox user but for the protected files,
+/// which stay the host's (it wrote them).
+inline void hand_over_workspace(const Workspace& workspace, const std::optional<UserIdentity>& user) {
+  if (!user || !running_as_root()) return;
+  const std::filesystem::path root = std::filesystem::absolute(workspace.root).lexically_normal();
+  std::vector<std::filesystem::path> skipped;
+  for (const auto& each : workspace.protected_paths) skipped.push_back((root / each).lexically_normal());
+  try {
+    give_tree_to(root, *user, skipped);
+  } catch (const std::system_error& error) {
+    throw WorkspaceError("cannot hand the workspace to uid " + std::to_string(user->uid) + ": " +
+                         std::string(error.what()));
+  }
 }
 
 inline std::filesystem::path checked_relative(const std::string& relative) {
@@ -241,10 +237,9 @@ inline std::filesystem::path checked_relative(const std::string& relative) {
   workspace.writable_paths = {std::filesystem::path(candidate_kernels_directory),
                               std::filesystem::path(candidate_model_file)};
 
-  const std::optional<std::pair<uid_t, gid_t>> user =
-      options.sandbox_user
-          ? options.sandbox_user
-          : (::geteuid() == 0 ? std::optional(std::make_pair(uid_t{65534}, gid_t{65534})) : std::nullopt);
+  const std::optional<UserIdentity> user =
+      options.sandbox_user ? options.sandbox_user
+                           : (detail::running_as_root() ? std::optional(UserIdentity{65534, 65534}) : std::nullopt);
   if (options.hand_over)
     options.hand_over(workspace, user);
   else

@@ -47,7 +47,7 @@
 #include <stdexcept>     // invalid_argument
 #include <string>        // string, to_string
 #include <string_view>   // string_view
-#include <system_error>  // error_code
+#include <system_error>  // error_code, system_error
 #include <thread>        // jthread
 #include <utility>       // move, pair
 #include <vector>        // vector
@@ -60,6 +60,7 @@
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
@@ -155,8 +156,8 @@ struct HarnessOptions {
   std::vector<int> gpus{0};
   /// The identities of the two workers when running as root: different users, so that
   /// the candidate cannot signal the reference and process limits count separately.
-  std::pair<uid_t, gid_t> reference_identity{65533, 65534};
-  std::pair<uid_t, gid_t> candidate_identity{65534, 65534};
+  UserIdentity reference_identity{65533, 65534};
+  UserIdentity candidate_identity{65534, 65534};
   std::chrono::milliseconds startup_timeout{std::chrono::minutes(5)};
   /// See `HarnessWorkerOptions::prepared_child`.
   bool prepared_children = true;
@@ -200,10 +201,14 @@ inline void make_open_directory(const std::filesystem::path& path) {
       path, perms::owner_all | perms::group_read | perms::group_exec | perms::others_read | perms::others_exec);
 }
 
-inline void give_to(const std::filesystem::path& path, const std::pair<uid_t, gid_t>& identity) {
-  if (::geteuid() == 0 && ::chown(path.c_str(), identity.first, identity.second) != 0)
-    throw HarnessError("cannot give " + path.string() + " to uid " + std::to_string(identity.first) + ": " +
-                       std::strerror(errno));
+inline void give_to(const std::filesystem::path& path, const UserIdentity& identity) {
+  if (!running_as_root()) return;
+  try {
+    give_path_to(path, identity);
+  } catch (const std::system_error& error) {
+    throw HarnessError("cannot give " + path.string() + " to uid " + std::to_string(identity.uid) + ": " +
+                       error.code().message());
+  }
 }
 
 }  // namespace detail
@@ -405,8 +410,8 @@ class HarnessVerifier {
     if (options_.device == "cuda") sandbox.gpus = options_.gpus;
     if (::geteuid() == 0) {
       const auto& identity = reference ? options_.reference_identity : options_.candidate_identity;
-      sandbox.uid = identity.first;
-      sandbox.gid = identity.second;
+      sandbox.uid = identity.uid;
+      sandbox.gid = identity.gid;
     }
     // Outputs of large tasks pass through files and page cache: the defaults for build
     // commands are too small for them.

@@ -16,31 +16,33 @@
 /// thread of its own). A worker that dies, hangs or answers out of protocol is restarted
 /// on the next request; a request that does not finish in time is cancelled.
 
-#include <algorithm>    // min
-#include <atomic>       // atomic
-#include <cerrno>       // errno, EINTR, EAGAIN
-#include <chrono>       // milliseconds, steady_clock
-#include <cstring>      // strerror
-#include <filesystem>   // path, remove, create_directories
-#include <functional>   // function
-#include <memory>       // unique_ptr, shared_ptr, make_unique, make_shared
-#include <optional>     // optional
-#include <random>       // random_device
-#include <stdexcept>    // runtime_error
-#include <stop_token>   // stop_source
-#include <string>       // string
-#include <string_view>  // string_view
-#include <thread>       // jthread
-#include <utility>      // move
-#include <vector>       // vector
+#include <algorithm>     // min
+#include <atomic>        // atomic
+#include <cerrno>        // errno, EINTR, EAGAIN
+#include <chrono>        // milliseconds, steady_clock
+#include <cstring>       // strerror
+#include <filesystem>    // path, remove, create_directories
+#include <functional>    // function
+#include <memory>        // unique_ptr, shared_ptr, make_unique, make_shared
+#include <optional>      // optional
+#include <random>        // random_device
+#include <stdexcept>     // runtime_error
+#include <stop_token>    // stop_source
+#include <string>        // string
+#include <string_view>   // string_view
+#include <system_error>  // system_error
+#include <thread>        // jthread
+#include <utility>       // move
+#include <vector>        // vector
 
 #include <fcntl.h>     // open, O_RDWR, O_RDONLY, O_NONBLOCK
 #include <poll.h>      // poll
 #include <sys/stat.h>  // mkfifo, chmod
-#include <unistd.h>    // read, write, chown, geteuid
+#include <unistd.h>    // read, write
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
 
@@ -66,7 +68,7 @@ struct HarnessWorkerOptions {
   /// must let the worker open them (at the same path).
   std::filesystem::path channel_directory;
   /// uid and gid the worker runs as, when the host is root: the FIFOs are given to them.
-  std::optional<std::pair<uid_t, gid_t>> owner;
+  std::optional<UserIdentity> owner;
   /// Directories inside the sandbox whose new entries the worker deletes after every
   /// request (the sandbox's private /tmp and /dev/shm, so that nothing passes between
   /// requests through them).
@@ -183,13 +185,17 @@ inline std::string random_hex(std::size_t bytes) {
   return text;
 }
 
-inline void make_fifo(const std::filesystem::path& path, const std::optional<std::pair<uid_t, gid_t>>& owner) {
+inline void make_fifo(const std::filesystem::path& path, const std::optional<UserIdentity>& owner) {
   std::error_code ignored;
   std::filesystem::remove(path, ignored);
   if (::mkfifo(path.c_str(), 0600) != 0)
     throw HarnessError("cannot create the FIFO " + path.string() + ": " + std::strerror(errno));
-  if (owner && ::geteuid() == 0 && ::chown(path.c_str(), owner->first, owner->second) != 0)
-    throw HarnessError("cannot give the FIFO " + path.string() + " to the sandbox user: " + std::strerror(errno));
+  if (!owner || !running_as_root()) return;
+  try {
+    give_path_to(path, *owner);
+  } catch (const std::system_error& error) {
+    throw HarnessError("cannot give the FIFO " + path.string() + " to the sandbox user: " + error.code().message());
+  }
 }
 
 inline void write_all(int fd, std::string_view data, std::chrono::steady_clock::time_point deadline) {

@@ -42,7 +42,8 @@
 #define CUDA_AGENT_HAVE_OPENAT2_HEADER 1
 #endif
 
-#include "cuda_agent/process.hpp"  // detail::UniqueFd
+#include "cuda_agent/detail/ownership.hpp"  // running_as_root
+#include "cuda_agent/process.hpp"           // detail::UniqueFd, UserIdentity
 #include "cuda_agent/tools/detail/text.hpp"
 #include "cuda_agent/tools/detail/tool_failure.hpp"
 #include "cuda_agent/tools/file_access.hpp"
@@ -159,9 +160,8 @@ class ConfinedRoot {
     if (::fstat(fd_.get(), &status) != 0)
       throw ToolFailure("The workspace " + path_.string() + " cannot be examined: " + std::strerror(errno) + ".");
     identity_ = identity_of(status);
-    owner_uid_ = status.st_uid;
-    owner_gid_ = status.st_gid;
-    chown_new_files_ = ::geteuid() == 0;
+    owner_ = {status.st_uid, status.st_gid};
+    chown_new_files_ = running_as_root();
     use_openat2_ = resolution == PathResolution::kernel_beneath ||
                    (resolution == PathResolution::automatic && kernel_supports_openat2());
     if (resolution == PathResolution::kernel_beneath && !kernel_supports_openat2())
@@ -277,7 +277,7 @@ class ConfinedRoot {
         if (before_create) before_create(directory.get());
         if (::mkdirat(directory.get(), part.c_str(), 0755) == 0) {
           if (chown_new_files_)
-            (void)::fchownat(directory.get(), part.c_str(), owner_uid_, owner_gid_, AT_SYMLINK_NOFOLLOW);
+            (void)::fchownat(directory.get(), part.c_str(), owner_.uid, owner_.gid, AT_SYMLINK_NOFOLLOW);
         } else if (errno != EEXIST) {
           throw ToolFailure("Cannot create the directory " + shown_path(absolute(next_prefix)) + ": " +
                             std::strerror(errno) + ".");
@@ -294,11 +294,10 @@ class ConfinedRoot {
 
   /// Gives a file or directory this tool created to the workspace's owner, so that the
   /// sandbox user (who owns the workspace) can change it later. Only root can, and needs to.
-  void give_to_owner(int fd) const noexcept {
-    if (chown_new_files_) (void)::fchown(fd, owner_uid_, owner_gid_);
-  }
-  void give_to_owner(int fd, uid_t uid, gid_t gid) const noexcept {
-    if (chown_new_files_) (void)::fchown(fd, uid, gid);
+  void give_to_owner(int fd) const noexcept { give_to(fd, owner_); }
+  /// A file that replaces another keeps that one's owner.
+  void give_to(int fd, const UserIdentity& identity) const noexcept {
+    if (chown_new_files_) (void)::fchown(fd, identity.uid, identity.gid);
   }
 
  private:
@@ -389,8 +388,7 @@ class ConfinedRoot {
   std::filesystem::path canonical_;
   UniqueFd fd_;
   FileIdentity identity_;
-  uid_t owner_uid_ = 0;
-  gid_t owner_gid_ = 0;
+  UserIdentity owner_{0, 0};
   bool chown_new_files_ = false;
   bool use_openat2_ = false;
 };
@@ -540,7 +538,7 @@ inline struct stat replace_file_atomically(const ConfinedRoot& root, const Benea
   }
   ::fchmod(file.get(), existing ? (existing->st_mode & 07777) : 0644);
   if (existing)
-    root.give_to_owner(file.get(), existing->st_uid, existing->st_gid);
+    root.give_to(file.get(), {existing->st_uid, existing->st_gid});
   else
     root.give_to_owner(file.get());
   struct stat status {};
