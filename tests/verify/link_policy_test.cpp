@@ -225,6 +225,22 @@ TEST_CASE("libraries the compile driver never links are refused", "[verify][link
   CHECK_THAT(ca::link_rejection(check)->message, Catch::Matchers::Contains("libcuda.so.1"));
 }
 
+TEST_CASE("a C function the module defines under a refused name is refused; its own C++ code is not",
+          "[verify][link]") {
+  // Defined, a GOMP_parallel of the module's own is a decoy: its calls bind to the OpenMP
+  // runtime torch loaded. Weak instantiations of torch's inline C++ are ordinary.
+  elf::DynamicTable table = table_of({"memcpy"});
+  table.defined.push_back({"PyInit_cuda_extension", elf::SymbolBinding::global, elf::SymbolType::function, "", ""});
+  table.defined.push_back({"_ZN3c1011SymNodeImpl3negEv", elf::SymbolBinding::weak, elf::SymbolType::function, "", ""});
+  CHECK(ca::check_linked_symbols(table, all_libraries()).passed());
+  table.defined.push_back({"GOMP_parallel", elf::SymbolBinding::weak, elf::SymbolType::function, "", ""});
+  const ca::LinkCheckResult check = ca::check_linked_symbols(table, all_libraries());
+  REQUIRE(check.forbidden.size() == 1);
+  CHECK(check.forbidden.front().symbol == "GOMP_parallel");
+  CHECK(check.forbidden.front().family == "threads and sleeping");
+  CHECK_THAT(ca::link_rejection(check)->message, Catch::Matchers::Contains("defines GOMP_parallel itself"));
+}
+
 // A real module, compiled here: one function per refused family, each declared and
 // reached the way the sources of an exploit would (a call, a function's address).
 TEST_CASE("a compiled module is judged by what it links, however the source names it", "[verify][link]") {

@@ -1315,6 +1315,23 @@ inline constexpr std::string_view toolchain_libraries[] = {
                                 std::move(verdict.family), std::move(verdict.why), std::move(verdict.instead),
                                 verdict.rank});
   }
+  // A C function the module defines under the name of one the policy refuses is a decoy:
+  // the dynamic loader binds the module's own calls to the library that is already loaded
+  // (torch's OpenMP runtime, the interpreter), so the call escapes the undefined symbols.
+  // C++ names are the module's own code and the template instantiations it emits.
+  for (const detail::elf::DynamicSymbol& symbol : table.defined) {
+    if (symbol.name.rfind("_Z", 0) == 0 || symbol.name.rfind("PyInit_", 0) == 0) continue;
+    const std::string qualified = detail::link::qualified_name(symbol.name);
+    for (const SymbolFamily& family : detail::link::refused_families()) {
+      if (const int rank = detail::link::family_rank(family, qualified); rank >= 0) {
+        result.forbidden.push_back({symbol.name, symbol.name, symbol.version, std::string(family.name),
+                                    "defines " + symbol.name + " itself, under the name of a function that " +
+                                        std::string(family.why) + " (calls to it reach the loaded library's own)",
+                                    std::string(family.instead), rank});
+        break;
+      }
+    }
+  }
   for (const std::string& library : table.needed) {
     const bool known = std::any_of(std::begin(toolchain_libraries), std::end(toolchain_libraries),
                                    [&](std::string_view prefix) { return library.rfind(prefix, 0) == 0; });
