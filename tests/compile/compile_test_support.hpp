@@ -143,4 +143,12 @@ inline ProcessResult run_python(const std::filesystem::path& module_directory, c
   return run_process(spec);
 }
 
+/// A build's outcome and its diagnostics, for a failed check's message.
+inline std::string describe(const CompileResult& result) {
+  std::string text = "succeeded=" + std::to_string(result.succeeded) + "\n";
+  for (const auto& d : result.diagnostics)
+    text += d.file + ":" + std::to_string(d.line) + ":" + std::to_string(d.column) + ": " + d.message + "\n";
+  return text + result.log.substr(0, 6000);
+}
+
 }  // namespace cuda_agent::testing

@@ -12,6 +12,7 @@
 #include "compile_test_support.hpp"
 
 namespace ca = cuda_agent;
+using ca::testing::describe;
 using ca::testing::RecordingSandbox;
 using Catch::Matchers::Contains;
 
@@ -32,12 +33,6 @@ ca::CompileOptions gpu_options() {
   ca::CompileOptions options = ca::testing::cpu_options();
   options.device = "cuda";
   return options;
-}
-
-std::string describe(const ca::CompileResult& result) {
-  std::string text;
-  for (const auto& d : result.diagnostics) text += d.file + ":" + std::to_string(d.line) + ": " + d.message + "\n";
-  return text + result.log.substr(0, 6000);
 }
 
 }  // namespace

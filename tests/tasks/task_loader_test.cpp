@@ -9,13 +9,13 @@
 #include <string>      // string
 
 #include "../compile/compile_test_support.hpp"
+#include "kernelbench_tasks.hpp"
 
 namespace ca = cuda_agent;
+using ca::testing::kernelbench;
 using Catch::Matchers::Contains;
 
 namespace {
-
-const std::filesystem::path kernelbench = std::filesystem::path(CUDA_AGENT_TEST_DATA_DIR) / "kernelbench";
 
 std::string load_error(const std::function<void()>& load) {
   try {
