@@ -13,10 +13,10 @@
 #include <system_error>  // system_error, error_code, generic_category
 #include <vector>        // vector
 
-#include <dirent.h>     // fdopendir, readdir, closedir
-#include <fcntl.h>      // open, openat, O_DIRECTORY, O_NOFOLLOW, AT_SYMLINK_NOFOLLOW
-#include <sys/stat.h>   // fstat, fstatat, struct stat
-#include <unistd.h>     // geteuid, dup, fchown, fchownat
+#include <dirent.h>    // fdopendir, readdir, closedir
+#include <fcntl.h>     // open, openat, O_DIRECTORY, O_NOFOLLOW, AT_SYMLINK_NOFOLLOW
+#include <sys/stat.h>  // fstat, fstatat, struct stat
+#include <unistd.h>    // geteuid, dup, fchown, fchownat
 
 #include "cuda_agent/process.hpp"  // UserIdentity, detail::UniqueFd
 
@@ -62,8 +62,7 @@ inline void give_directory_contents_to(int directory, const std::filesystem::pat
     if (skip) continue;
 
     struct stat status {};
-    if (::fstatat(directory, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) != 0)
-      throw_ownership_error(child, "inspect");
+    if (::fstatat(directory, name.c_str(), &status, AT_SYMLINK_NOFOLLOW) != 0) throw_ownership_error(child, "inspect");
     if (status.st_dev != device) continue;
     if (S_ISDIR(status.st_mode)) {
       const UniqueFd child_fd(::openat(directory, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
