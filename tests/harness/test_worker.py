@@ -249,3 +249,10 @@ def test_a_worker_still_hears_its_host_after_more_than_64_mib_of_requests(worker
         os.write(worker.requests, padding)
     reply = worker.call("ping", {"echo": "still here"})
     assert reply["result"]["echo"] == "still here"
+
+
+def test_a_child_that_prints_more_than_the_output_cap_is_reported_with_its_middle_elided(worker):
+    reply = worker.call("diagnose", {"action": "output", "bytes": 200_000})
+    assert reply["result"]["done"] is True
+    assert reply["output_bytes"] > 200_000
+    assert "bytes elided ..." in reply["output"] and len(reply["output"]) < 80_000

@@ -97,7 +97,7 @@ class TailBuffer:
 
     def text(self) -> str:
         elided = self.total - len(self.head) - len(self.tail)
-        middle = f"\n[... {elided} bytes elided ...]\n".encode_for_host() if elided > 0 else b""
+        middle = f"\n[... {elided} bytes elided ...]\n".encode() if elided > 0 else b""
         return (bytes(self.head) + middle + bytes(self.tail)).decode("utf-8", "replace")
 
 
