@@ -1271,11 +1271,17 @@ struct SymbolVerdict {
   int rank = 0;
 };
 
-[[nodiscard]] inline SymbolVerdict judge_symbol(const std::string& symbol, const LibraryPolicy& policy) {
-  const std::string qualified = detail::link::qualified_name(detail::link::demangle(symbol));
+/// The refused family `qualified` belongs to, if any.
+[[nodiscard]] inline std::optional<SymbolVerdict> refused_family_of(std::string_view qualified) {
   for (const SymbolFamily& family : detail::link::refused_families())
     if (const int rank = detail::link::family_rank(family, qualified); rank >= 0)
-      return {false, std::string(family.name), std::string(family.why), std::string(family.instead), rank};
+      return SymbolVerdict{false, std::string(family.name), std::string(family.why), std::string(family.instead), rank};
+  return std::nullopt;
+}
+
+[[nodiscard]] inline SymbolVerdict judge_symbol(const std::string& symbol, const LibraryPolicy& policy) {
+  const std::string qualified = detail::link::qualified_name(detail::link::demangle(symbol));
+  if (std::optional<SymbolVerdict> refused = refused_family_of(qualified)) return std::move(*refused);
   for (const SymbolFamily& family : detail::link::allowed_families()) {
     if (!detail::link::in_family(family, qualified)) continue;
     if (family.condition == SymbolFamilyCondition::cublas && !policy.cublas)
@@ -1321,16 +1327,11 @@ inline constexpr std::string_view toolchain_libraries[] = {
   // C++ names are the module's own code and the template instantiations it emits.
   for (const detail::elf::DynamicSymbol& symbol : table.defined) {
     if (symbol.name.rfind("_Z", 0) == 0 || symbol.name.rfind("PyInit_", 0) == 0) continue;
-    const std::string qualified = detail::link::qualified_name(symbol.name);
-    for (const SymbolFamily& family : detail::link::refused_families()) {
-      if (const int rank = detail::link::family_rank(family, qualified); rank >= 0) {
-        result.forbidden.push_back({symbol.name, symbol.name, symbol.version, std::string(family.name),
-                                    "defines " + symbol.name + " itself, under the name of a function that " +
-                                        std::string(family.why) + " (calls to it reach the loaded library's own)",
-                                    std::string(family.instead), rank});
-        break;
-      }
-    }
+    if (std::optional<SymbolVerdict> refused = refused_family_of(detail::link::qualified_name(symbol.name)))
+      result.forbidden.push_back({symbol.name, symbol.name, symbol.version, std::move(refused->family),
+                                  "defines " + symbol.name + " itself, under the name of a function that " +
+                                      refused->why + " (calls to it reach the loaded library's own)",
+                                  std::move(refused->instead), refused->rank});
   }
   for (const std::string& library : table.needed) {
     const bool known = std::any_of(std::begin(toolchain_libraries), std::end(toolchain_libraries),

@@ -269,12 +269,13 @@ def _blank_cpp(text: str, literals: list[tuple[int, int]] | None = None) -> str:
     return "".join(out)
 
 
-def _prepare(source: str) -> tuple[str, str, list[int]]:
+def _prepare(source: str) -> tuple[str, str, list[int], list[tuple[int, int]]]:
     """(the joined text, the same with comments and literals blanked and digraphs spelled
-    out, where each original line starts in them)."""
+    out, where each original line starts in them, the spans of the literals' contents)."""
     joined, starts = _join_continuations(source)
-    code = _blank_cpp(joined).replace("%:%:", "##  ").replace("%:", "# ")
-    return joined, code, starts
+    literals: list[tuple[int, int]] = []
+    code = _blank_cpp(joined, literals).replace("%:%:", "##  ").replace("%:", "# ")
+    return joined, code, starts, literals
 
 
 #: What names a symbol in a string literal: a mangled C++ name, the Python C API, BLAS and
@@ -284,14 +285,6 @@ _NAMED_SYMBOL = re.compile(
     r"\b(?:[sdcz](?:gemm|gemv|gemm3m|scal|axpy|dot[cu]?|nrm2|asum|copy|swap|rotg?|trsm|trmm|trsv|symm|symv|syrk|"
     r"syr2k|ger[cu]?)|i[sdcz]amax)_?\b|\b(?:cblas|mkl|openblas|GOMP|omp|kmp|pthread|dl(?:sym|vsym|open|mopen)|"
     r"cuGetProcAddress|cudaGetDriverEntryPoint)\w*|\\(?:x7[fF]|177)ELF|redefine_extname")
-
-
-def _literal_spans(joined: str) -> list[tuple[int, int]]:
-    """The spans of the string and character literals' contents in ``joined`` (what
-    ``_blank_cpp`` blanks that is not a comment)."""
-    spans: list[tuple[int, int]] = []
-    _blank_cpp(joined, spans)
-    return spans
 
 
 def _macro_definitions(code: str) -> dict[str, tuple[list[str] | None, str]]:
@@ -503,7 +496,7 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
              host_compiled: bool | None = None) -> list[dict]:
     """Findings in one C++ or CUDA file. ``host_compiled``: whether the host compiler sees
     the file (``host_compiled_files``); by default, what its suffix says."""
-    joined, code, starts = _prepare(source)
+    joined, code, starts, literals = _prepare(source)
     if host_compiled is None:
         host_compiled = not file.endswith(_DEVICE_CAPABLE_SUFFIXES)
 
@@ -570,7 +563,7 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
             add(match.start(), 2, 1, "forbidden_module",
                 "cuDNN is not allowed by this evaluation's policy (the reference does not convolve).", "library")
     # Symbol names in strings: a lookup of code by name in memory needs one.
-    for start, end in _literal_spans(joined):
+    for start, end in literals:
         text = joined[start:end]
         hit = _NAMED_SYMBOL.search(text)
         if hit:

@@ -41,11 +41,8 @@ class Session:
         self.channel.send(message)
 
     def receive(self) -> dict:
-        left = self.deadline - time.monotonic()
-        if left <= 0:
-            raise SessionTimeout("no message arrived before the deadline")
         try:
-            return self.channel.receive(left)
+            return self.channel.receive(self.deadline - time.monotonic())
         except ChannelTimeout as error:
             raise SessionTimeout("no message arrived before the deadline") from error
         except MalformedMessage as error:  # nothing after it can be trusted to line up
