@@ -158,7 +158,7 @@ int main(int argc, char** argv) try {
   compile.device = arguments.device;
   compile.python = arguments.python;
   compile.cache_directory = root / "compile-cache";
-  if (::geteuid() == 0) compile.sandbox_user = std::make_pair(uid_t{65534}, gid_t{65534});
+  if (::geteuid() == 0) compile.sandbox_user = ca::sandbox_identity(compile_sandbox);
   // The benchmark's own candidate: its compiles need no confinement.
   auto compiler = std::make_shared<ca::CompileDriver<ca::ProcessSandbox>>(ca::ProcessSandbox(compile_sandbox), compile);
   ca::HarnessProfilerOptions timing;

@@ -85,6 +85,10 @@ DEFAULT_TASKS = [
 ]
 
 
+#: How the progress line shows each comparison's verdict (SAME and SLOWER share a first letter).
+VERDICT_MARKS = {"FASTER": "+", "SLOWER": "-", "SAME": "=", "AMBIGUOUS": "?", "NONE": "0"}
+
+
 def session_requests(task_path: str, device: str, kind: str, arguments, cache_directory: str, seed: int,
                      limit_s: float):
     compile_settings = {"enabled": True, "mode": "default", "backend": arguments.compile_backend}
@@ -286,7 +290,7 @@ def main() -> int:
             row["seconds_per_comparison"] = _seconds_per_comparison(row)
             rows.append(row)
             summary = "  ".join(
-                f"{kind}: " + ",".join(v["verdict"][0] for v in row[kind]["verdicts"])
+                f"{kind}: " + "".join(VERDICT_MARKS[v["verdict"]] for v in row[kind]["verdicts"])
                 if "verdicts" in row.get(kind, {}) else f"{kind}: failed"
                 for kind in ("reference", "compile")
             )

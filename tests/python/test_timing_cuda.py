@@ -38,8 +38,12 @@ def test_the_flush_covers_at_least_twice_the_l2_the_device_reports(device):
 
 
 def test_the_clock_probe_reads_a_plausible_sm_clock(device):
-    clocks = [device.clock_mhz() for _ in range(5)]
-    assert all(300 < clock < 4000 for clock in clocks), clocks
+    # A reading whose spins overlapped the host's enqueue comes back None (sessions skip it;
+    # one in five did on an idle H200), never as a wrong clock.
+    clocks = [device.clock_mhz() for _ in range(8)]
+    readings = [clock for clock in clocks if clock is not None]
+    assert len(readings) >= 6, clocks
+    assert all(300 < clock < 4000 for clock in readings), clocks
 
 
 def test_escape_floor_and_launch_leak_are_small(device):

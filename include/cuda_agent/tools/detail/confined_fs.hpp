@@ -276,8 +276,10 @@ class ConfinedRoot {
       if (error == ENOENT && create_parents) {
         if (before_create) before_create(directory.get());
         if (::mkdirat(directory.get(), part.c_str(), 0755) == 0) {
-          if (chown_new_files_)
-            (void)::fchownat(directory.get(), part.c_str(), owner_.uid, owner_.gid, AT_SYMLINK_NOFOLLOW);
+          // Best effort, as give_to: a directory left root-owned only refuses the sandbox's writes.
+          if (chown_new_files_ &&
+              ::fchownat(directory.get(), part.c_str(), owner_.uid, owner_.gid, AT_SYMLINK_NOFOLLOW) != 0) {
+          }
         } else if (errno != EEXIST) {
           throw ToolFailure("Cannot create the directory " + shown_path(absolute(next_prefix)) + ": " +
                             std::strerror(errno) + ".");
@@ -295,9 +297,10 @@ class ConfinedRoot {
   /// Gives a file or directory this tool created to the workspace's owner, so that the
   /// sandbox user (who owns the workspace) can change it later. Only root can, and needs to.
   void give_to_owner(int fd) const noexcept { give_to(fd, owner_); }
-  /// A file that replaces another keeps that one's owner.
+  /// A file that replaces another keeps that one's owner. Best effort: a file left
+  /// root-owned stays readable in the sandbox, and a write to it there fails with EACCES.
   void give_to(int fd, const UserIdentity& identity) const noexcept {
-    if (chown_new_files_) (void)::fchown(fd, identity.uid, identity.gid);
+    if (chown_new_files_ && ::fchown(fd, identity.uid, identity.gid) != 0) return;
   }
 
  private:
