@@ -18,7 +18,7 @@ sudo_if_needed() {
 
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates
-  nlohmann-json3-dev catch2 libcurl4-openssl-dev libcpp-httplib-dev
+  nlohmann-json3-dev catch2 libcurl4-openssl-dev libcpp-httplib-dev libcli11-dev
   bubblewrap ripgrep libre2-dev
   python3 python3-venv python3-dev python3-jsonschema
   clang libclang-rt-dev clang-format

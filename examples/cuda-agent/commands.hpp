@@ -1,23 +1,25 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-// The subcommands of the cuda-agent program. Each lives in its own file and is listed
-// once in main.cpp's dispatch table.
+// The subcommands of the cuda-agent program. Each lives in its own file, adds itself to
+// the program's CLI11 parser in main.cpp, and runs from its callback once the whole command
+// line has parsed, leaving the program's exit status in `exit_status`.
 
-#include <span>    // span
-#include <string>  // string
+namespace CLI {
+class App;
+}
 
 namespace cuda_agent::cli {
 
 /// `cuda-agent eval <task> <candidate-dir> [options]`: the trusted evaluation of one
 /// candidate (eval_command.cpp).
-int eval_command(std::span<const std::string> arguments);
+void add_eval_command(CLI::App& program, int& exit_status);
 
 /// `cuda-agent optimize <task> --llm <spec> [options]`: one agent episode
 /// (optimize_command.cpp).
-int optimize_command(std::span<const std::string> arguments);
+void add_optimize_command(CLI::App& program, int& exit_status);
 
 /// `cuda-agent demo [options]`: the bundled episode, replayed for real (demo_command.cpp).
-int demo_command(std::span<const std::string> arguments);
+void add_demo_command(CLI::App& program, int& exit_status);
 
 }  // namespace cuda_agent::cli

@@ -10,19 +10,18 @@
 #include <fstream>
 #include <iostream>
 #include <memory>
-#include <span>
 #include <string>
 #include <vector>
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "episode_summary.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
-constexpr const char* demo_help = R"(usage: cuda-agent demo [--out DIR] [--device auto|cuda|cpu] [options]
-
-Plays a bundled episode on KernelBench level2/14_Gemm_Divide_Sum_Scaling. The model's
+constexpr const char* demo_description =
+    R"(Plays a bundled episode on KernelBench level2/14_Gemm_Divide_Sum_Scaling. The model's
 answers are recorded; everything they trigger really runs: the agent loop, the bubblewrap
 sandbox, the compile driver, the harness verifier, the profiler and the trusted
 evaluation. The model profiles the reference, writes a fused kernel (the sum over the
@@ -33,23 +32,31 @@ On a GPU (device cuda) the kernels are CUDA and the result is timed against eage
 and torch.compile: on an H200 the episode should end with reward 3. Without a GPU the
 same story runs on the CPU (C++ CPU extensions, smaller sizes): the compile error, the
 verification failure, the fixes and the trusted scoring are real, but nothing is timed,
-so the reward is at most 1.
+so the reward is at most 1.)";
 
-options:
-  --out DIR           where the outputs go (default: cuda-agent-demo)
-  --device auto|cuda|cpu
-                      default auto: cuda when an NVIDIA GPU is present
-  --timing-seconds S  time for each timing comparison on the GPU (default 5)
-  --gpu N             the GPU to use (device minor, default 0)
-  --python PATH       Python with torch (default $CUDA_AGENT_PYTHON or python3)
-  --cache-dir DIR     the compile driver's object cache
-  --unconfined        run the model's commands WITHOUT bubblewrap
-  --quiet             no progress lines
-  -h, --help          this text
+struct DemoOptions {
+  OptimizeOptions run;
+  bool quiet = false;
+};
 
-exit status: 0 the episode went as recorded and found a correct candidate, 1 it did not,
-2 usage error, 3 the run failed
-)";
+void add_demo_options(CLI::App& command, DemoOptions& o) {
+  command.add_option("--out", o.run.output_directory, "where the outputs go (default: cuda-agent-demo)");
+  command.add_option("--device", o.run.device, "auto, cuda or cpu (default auto: cuda when an NVIDIA GPU is present)")
+      ->check(one_of({"auto", "cuda", "cpu"}))
+      ->type_name("auto|cuda|cpu");
+  command
+      .add_option("--timing-seconds", o.run.timing_seconds, "time for each timing comparison on the GPU (default 5)")
+      ->check(whole_number(1, 3600));
+  command.add_option("--gpu", o.run.gpu, "the GPU to use (device minor, default 0)")
+      ->check(whole_number(0, 255))
+      ->type_name("N");
+  command.add_option("--python", o.run.python, "Python with torch (default $CUDA_AGENT_PYTHON or python3)")
+      ->type_name("PATH");
+  command.add_option("--cache-dir", o.run.compile_cache_directory, "the compile driver's object cache")
+      ->type_name("DIR");
+  command.add_flag("--unconfined", o.run.unconfined, "run the model's commands WITHOUT bubblewrap");
+  command.add_flag("--quiet", o.quiet, "no progress lines");
+}
 
 /// Lends a ReplayClient to the loop and keeps it readable afterwards (its divergences).
 struct SharedReplay {
@@ -71,59 +78,13 @@ std::string_view bundled(const std::string& path) {
   return *text;
 }
 
-}  // namespace
-
-int demo_command(std::span<const std::string> arguments) {
-  OptimizeOptions run;
-  run.output_directory = "cuda-agent-demo";
-  run.timing_seconds = 5.0;
-  bool quiet = false;
-  try {
-    for (std::size_t i = 0; i < arguments.size(); ++i) {
-      const std::string& argument = arguments[i];
-      auto value = [&]() -> const std::string& {
-        if (i + 1 >= arguments.size()) throw UsageError(argument + " needs a value");
-        return arguments[++i];
-      };
-      if (argument == "-h" || argument == "--help") {
-        std::cout << demo_help;
-        return 0;
-      }
-      if (argument == "--out") {
-        run.output_directory = value();
-      } else if (argument == "--device") {
-        run.device = value();
-        if (run.device != "auto" && run.device != "cuda" && run.device != "cpu")
-          throw UsageError("--device is auto, cuda or cpu, not '" + run.device + "'");
-      } else if (argument == "--timing-seconds") {
-        run.timing_seconds = parse_whole_number(argument, value(), 1, 3600);
-      } else if (argument == "--gpu") {
-        run.gpu = parse_whole_number(argument, value(), 0, 255);
-      } else if (argument == "--python") {
-        run.python = value();
-      } else if (argument == "--cache-dir") {
-        run.compile_cache_directory = value();
-      } else if (argument == "--unconfined") {
-        run.unconfined = true;
-      } else if (argument == "--quiet") {
-        quiet = true;
-      } else {
-        throw UsageError("unknown argument " + argument);
-      }
-    }
-    run.device = resolve_device(run.device, run.gpu);
-    run.python = python_for_harness(run.python);
-  } catch (const std::exception& error) {
-    std::cerr << "cuda-agent demo: " << error.what() << "\n\n(see cuda-agent demo --help)\n";
-    return 2;
-  }
-
+int run_demo(DemoOptions& options) {
+  OptimizeOptions& run = options.run;
+  run.device = resolve_device(run.device, run.gpu);
+  run.python = python_for_harness(run.python);
   const std::filesystem::path output = std::filesystem::absolute(run.output_directory).lexically_normal();
-  if (std::filesystem::exists(output / "trajectory.jsonl")) {
-    std::cerr << "cuda-agent demo: " << output.string()
-              << " already holds a demo run; remove it or choose another --out\n";
-    return 2;
-  }
+  if (std::filesystem::exists(output / "trajectory.jsonl"))
+    throw UsageError(output.string() + " already holds a demo run; remove it or choose another --out");
   const bool cuda = run.device == "cuda";
   const std::filesystem::path task_file = output / "task" / "level2" / "14_Gemm_Divide_Sum_Scaling.py";
   write_text(task_file, bundled("demo/" + run.device + "/task.py"));
@@ -141,7 +102,7 @@ int demo_command(std::span<const std::string> arguments) {
 
   auto replay = std::make_shared<ReplayClient>(recording);
   TerminalProgress progress(std::cerr);
-  if (!quiet) {
+  if (!options.quiet) {
     run.progress = [](std::string_view line) { std::cerr << "  ... " << line << std::endl; };
     run.observers.push_back(&progress);
   }
@@ -167,6 +128,21 @@ int demo_command(std::span<const std::string> arguments) {
            "           with reward 3 (the final kernel beats eager and torch.compile).\n";
   const bool correct = result.episode.best && result.episode.best->evaluation.correct();
   return correct && structural == 0 ? 0 : 1;
+}
+
+}  // namespace
+
+void add_demo_command(CLI::App& program, int& exit_status) {
+  auto options = std::make_shared<DemoOptions>();
+  options->run.output_directory = "cuda-agent-demo";
+  options->run.timing_seconds = 5.0;
+  CLI::App* command = program.add_subcommand(
+      "demo", "replay a bundled episode through the real sandbox, compiler, verifier and profiler");
+  command->footer(std::string(demo_description) +
+                  "\n\nexit status: 0 the episode went as recorded and found a correct candidate, 1 it did not, 2 "
+                  "usage error, 3 the run failed");
+  add_demo_options(*command, *options);
+  command->callback([options, &exit_status] { exit_status = run_demo(*options); });
 }
 
 }  // namespace cuda_agent::cli

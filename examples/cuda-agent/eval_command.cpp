@@ -21,7 +21,6 @@
 #include <iostream>    // cout, cerr
 #include <memory>      // shared_ptr
 #include <optional>    // optional
-#include <span>        // span
 #include <stdexcept>   // runtime_error
 #include <string>      // string
 #include <vector>      // vector
@@ -34,67 +33,28 @@
 namespace cuda_agent::cli {
 namespace {
 
-constexpr const char* eval_help = R"(usage: cuda-agent eval <task> <candidate-dir> [options]
-
-Evaluates a candidate the way its reward is computed: its sources (model_new.py and
+constexpr const char* eval_description =
+    R"(Evaluates a candidate the way its reward is computed: its sources (model_new.py and
 kernels/, nothing else) are copied into a fresh directory, checked statically, built with
 the compile driver, verified against the task's reference by the sandboxed evaluation
 harness, and, when correct, timed against eager PyTorch and torch.compile (interleaved
 rounds; speedups with confidence intervals and FASTER/SLOWER/SAME/AMBIGUOUS verdicts).
-Prints a summary with the reward; --json writes the full result.
-
-arguments:
-  <task>            a KernelBench problem file (.py) or a workspace directory with model.py
-  <candidate-dir>   a directory with model_new.py and kernels/ (an agent's workspace works)
-
-options:
-  --device cpu|cuda     where to run; default: cuda when an NVIDIA GPU is present, else cpu
-                        (cpu evaluates C++ CPU extensions: .cpp files only)
-  --json FILE           write the full evaluation as JSON to FILE ("-": standard output)
-  --strict              KernelBench's tolerances (fp32 and fp64 1e-4, half 1e-2) instead of
-                        the paper's (1e-2 for every floating dtype)
-  --input-sets N        input sets, each from a fresh seed (default 5)
-  --runs N              calls per input set that must all match (default 2)
-  --seeds A,B,...       fixed seeds, to reproduce an earlier verification
-  --init-seed N         fixed seed of the weights
-  --mode eval|train     the module state of Model and ModelNew (default eval)
-  --no-static-checks    skip the scans of model_new.py and the C++ sources
-  --timeout SECONDS     limit of the verification (default 300)
-  --no-profile          skip the timing (the reward is then at most 1)
-  --reward NAME         milestone (the paper's -1/1/2/3, default) or speedup (raw speedup
-                        over torch.compile)
-  --threshold FRACTION  how much faster FASTER means (default 0.05)
-  --timing-seconds S    time for the interleaved timing rounds (default 5)
-  --compile-mode MODE   torch.compile mode of the baseline (default "default")
-  --python PATH         Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)
-  --cache-dir DIR       the compile driver's object cache (default: see the compile driver)
-  --work-dir DIR        keep the evaluation's files (copies, build, harness) under DIR; the
-                        baseline timings are cached there too, so later runs with the same
-                        DIR skip compiling the reference
-  --gpu N               the GPU to use (device minor, default 0)
-  --unconfined          build and run WITHOUT bubblewrap (ProcessSandbox); for trusted code only
-  --prepared-children   keep a process with CUDA started ready for each request (saves 0.2 to
-                        0.5 s a request; costs two more CUDA contexts while one runs, about
-                        1 GB of device memory: off here, where one evaluation makes one or
-                        two requests and many may share a GPU; on in the library)
-  --quiet               no progress lines
-  -h, --help            this text
-
-exit status: 0 correct, 1 rejected (or did not build), 2 usage error, 3 the evaluation itself failed
-)";
+Prints a summary with the reward; --json writes the full result.)";
 
 struct EvalOptions {
   std::filesystem::path task;
   std::filesystem::path candidate;
   std::string device;
-  std::optional<std::string> json;
+  std::string json;  // empty: none
   bool strict = false;
   int input_sets = 5;
   int runs = 2;
+  std::string seeds_list;
   std::vector<std::uint32_t> seeds;
+  std::string init_seed_text;
   std::optional<std::uint32_t> init_seed;
   std::string mode = "eval";
-  bool static_checks = true;
+  bool no_static_checks = false;
   int timeout_seconds = 300;
   std::filesystem::path python;
   std::filesystem::path cache_directory;
@@ -103,123 +63,86 @@ struct EvalOptions {
   bool unconfined = false;
   bool prepared_children = false;
   bool quiet = false;
-  bool profile = true;
+  bool no_profile = false;
   std::string reward = "milestone";
   double threshold = 0.05;
   double timing_seconds = 5.0;
   std::string compile_mode = "default";
 };
 
-double to_fraction(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value > 0 && value < 1))
-    throw UsageError(option + " expects a fraction between 0 and 1 (0.05 for 5%), not '" + text + "'");
-  return value;
+void add_eval_options(CLI::App& command, EvalOptions& o) {
+  command.add_option("task", o.task, "a KernelBench problem file (.py) or a workspace directory with model.py")
+      ->required();
+  command.add_option("candidate-dir", o.candidate, "a directory with model_new.py and kernels/ (an agent's workspace)")
+      ->required()
+      ->type_name("DIR");
+  command
+      .add_option("--device", o.device,
+                  "cpu or cuda (default: cuda when an NVIDIA GPU is present; cpu evaluates C++ CPU extensions)")
+      ->check(one_of({"cpu", "cuda"}))
+      ->type_name("cpu|cuda");
+  command.add_option("--json", o.json, "write the full evaluation as JSON to FILE (\"-\": standard output)")
+      ->type_name("FILE");
+  command.add_flag("--strict", o.strict,
+                   "KernelBench's tolerances (fp32 and fp64 1e-4, half 1e-2) instead of the paper's (1e-2)");
+  command.add_option("--input-sets", o.input_sets, "input sets, each from a fresh seed (default 5)")
+      ->check(whole_number(1, 1000))
+      ->type_name("N");
+  command.add_option("--runs", o.runs, "calls per input set that must all match (default 2)")
+      ->check(whole_number(1, 100))
+      ->type_name("N");
+  command.add_option("--seeds", o.seeds_list, "fixed seeds A,B,..., to reproduce an earlier verification")
+      ->type_name("A,B,...");
+  command.add_option("--init-seed", o.init_seed_text, "fixed seed of the weights")->type_name("N");
+  command.add_option("--mode", o.mode, "the module state of Model and ModelNew: eval (default) or train")
+      ->check(one_of({"eval", "train"}))
+      ->type_name("eval|train");
+  command.add_flag("--no-static-checks", o.no_static_checks, "skip the scans of model_new.py and the C++ sources");
+  command.add_option("--timeout", o.timeout_seconds, "limit of the verification in seconds (default 300)")
+      ->check(whole_number(1, 86400))
+      ->type_name("SECONDS");
+  command.add_flag("--no-profile", o.no_profile, "skip the timing (the reward is then at most 1)");
+  command.add_option("--reward", o.reward, "milestone (the paper's -1/1/2/3, default) or speedup (over torch.compile)")
+      ->check(one_of({"milestone", "speedup"}))
+      ->type_name("milestone|speedup");
+  command.add_option("--threshold", o.threshold, "how much faster FASTER means (default 0.05)")
+      ->check(fraction())
+      ->type_name("FRACTION");
+  command.add_option("--timing-seconds", o.timing_seconds, "time for the interleaved timing rounds (default 5)")
+      ->check(whole_number(1, 3600))
+      ->type_name("S");
+  command.add_option("--compile-mode", o.compile_mode, "torch.compile mode of the baseline (default \"default\")")
+      ->type_name("MODE");
+  command.add_option("--python", o.python, "Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)")
+      ->type_name("PATH");
+  command.add_option("--cache-dir", o.cache_directory, "the compile driver's object cache")->type_name("DIR");
+  command
+      .add_option("--work-dir", o.work_directory,
+                  "keep the evaluation's files under DIR; the baseline timings are cached there too, so later "
+                  "runs with the same DIR skip compiling the reference")
+      ->type_name("DIR");
+  command.add_option("--gpu", o.gpu, "the GPU to use (device minor, default 0)")
+      ->check(whole_number(0, 255))
+      ->type_name("N");
+  command.add_flag("--unconfined", o.unconfined,
+                   "build and run WITHOUT bubblewrap (ProcessSandbox); for trusted code only");
+  command.add_flag("--prepared-children", o.prepared_children,
+                   "keep a process with CUDA started ready for each request (saves 0.2 to 0.5 s a request; costs "
+                   "two more CUDA contexts, about 1 GB of device memory, while one runs)");
+  command.add_flag("--quiet", o.quiet, "no progress lines");
 }
 
-std::uint32_t to_seed(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  unsigned long long value = 0;
-  try {
-    value = std::stoull(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value > 0xffffffffULL)
-    throw UsageError(option + " expects seeds from 0 to 4294967295, not '" + text + "'");
-  return static_cast<std::uint32_t>(value);
-}
-
-EvalOptions parse(std::span<const std::string> arguments) {
-  EvalOptions options;
-  std::vector<std::string> positional;
-  for (std::size_t i = 0; i < arguments.size(); ++i) {
-    const std::string& argument = arguments[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= arguments.size()) throw UsageError(argument + " needs a value");
-      return arguments[++i];
-    };
-    if (argument == "-h" || argument == "--help") throw UsageError("");
-    if (argument == "--device") {
-      options.device = value();
-      if (options.device != "cpu" && options.device != "cuda")
-        throw UsageError("--device is cpu or cuda, not '" + options.device + "'");
-    } else if (argument == "--json") {
-      options.json = value();
-    } else if (argument == "--strict") {
-      options.strict = true;
-    } else if (argument == "--input-sets") {
-      options.input_sets = parse_whole_number(argument, value(), 1, 1000);
-    } else if (argument == "--runs") {
-      options.runs = parse_whole_number(argument, value(), 1, 100);
-    } else if (argument == "--seeds") {
-      std::string list = value();
-      for (std::size_t start = 0; start <= list.size();) {
-        const std::size_t comma = list.find(',', start);
-        options.seeds.push_back(to_seed(argument, list.substr(start, comma - start)));
-        if (comma == std::string::npos) break;
-        start = comma + 1;
-      }
-    } else if (argument == "--init-seed") {
-      options.init_seed = to_seed(argument, value());
-    } else if (argument == "--mode") {
-      options.mode = value();
-      if (options.mode != "eval" && options.mode != "train") throw UsageError("--mode is eval or train");
-    } else if (argument == "--no-static-checks") {
-      options.static_checks = false;
-    } else if (argument == "--timeout") {
-      options.timeout_seconds = parse_whole_number(argument, value(), 1, 86400);
-    } else if (argument == "--python") {
-      options.python = value();
-    } else if (argument == "--cache-dir") {
-      options.cache_directory = value();
-    } else if (argument == "--work-dir") {
-      options.work_directory = value();
-    } else if (argument == "--gpu") {
-      options.gpu = parse_whole_number(argument, value(), 0, 255);
-    } else if (argument == "--unconfined") {
-      options.unconfined = true;
-    } else if (argument == "--prepared-children") {
-      options.prepared_children = true;
-    } else if (argument == "--quiet") {
-      options.quiet = true;
-    } else if (argument == "--no-profile") {
-      options.profile = false;
-    } else if (argument == "--reward") {
-      options.reward = value();
-      if (options.reward != "milestone" && options.reward != "speedup")
-        throw UsageError("--reward is milestone or speedup, not '" + options.reward + "'");
-    } else if (argument == "--threshold") {
-      options.threshold = to_fraction(argument, value());
-    } else if (argument == "--timing-seconds") {
-      options.timing_seconds = parse_whole_number(argument, value(), 1, 3600);
-    } else if (argument == "--compile-mode") {
-      options.compile_mode = value();
-    } else if (!argument.empty() && argument[0] == '-') {
-      throw UsageError("unknown option " + argument);
-    } else {
-      positional.push_back(argument);
-    }
-  }
-  if (positional.size() != 2)
-    throw UsageError("expected a task and a candidate directory, got " + std::to_string(positional.size()) +
-                     " arguments");
-  options.task = positional[0];
-  options.candidate = positional[1];
+/// What CLI11 cannot check: the files named, the seeds, and what follows from them.
+void complete(EvalOptions& options) {
   if (!std::filesystem::exists(options.task)) throw UsageError("no task at " + options.task.string());
   if (!std::filesystem::is_directory(options.candidate))
     throw UsageError(options.candidate.string() + " is not a directory (expected model_new.py and kernels/ in it)");
+  if (!options.seeds_list.empty()) options.seeds = seeds_from("--seeds", options.seeds_list);
+  if (!options.init_seed_text.empty()) options.init_seed = seeds_from("--init-seed", options.init_seed_text).front();
   if (options.seeds.size() > static_cast<std::size_t>(options.input_sets))
     options.input_sets = static_cast<int>(options.seeds.size());
   if (options.device.empty())
     options.device = std::filesystem::exists("/dev/nvidia" + std::to_string(options.gpu)) ? "cuda" : "cpu";
-  return options;
 }
 
 double seconds(std::chrono::milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
@@ -299,20 +222,8 @@ Evaluation evaluate_with(std::shared_ptr<CompileDriver<S>> compiler, HarnessOpti
   return evaluator.evaluate(task, candidate);
 }
 
-}  // namespace
-
-int eval_command(std::span<const std::string> arguments) {
-  EvalOptions options;
-  try {
-    options = parse(arguments);
-  } catch (const UsageError& error) {
-    if (std::string(error.what()).empty()) {
-      std::cout << eval_help;
-      return 0;
-    }
-    std::cerr << "cuda-agent eval: " << error.what() << "\n\n" << eval_help;
-    return 2;
-  }
+int run_eval(EvalOptions& options) {
+  complete(options);
   const Task task = load_task(options.task);
   std::function<void(std::string_view)> progress;
   if (!options.quiet) progress = [](std::string_view line) { std::cerr << "  ... " << line << std::endl; };
@@ -346,7 +257,7 @@ int eval_command(std::span<const std::string> arguments) {
   policy.seeds = options.seeds;
   policy.init_seed = options.init_seed;
   policy.model_mode = options.mode;
-  policy.static_checks = options.static_checks;
+  policy.static_checks = !options.no_static_checks;
   policy.timeout = std::chrono::seconds(options.timeout_seconds);
   if (options.strict) policy.tolerance = TolerancePolicy::strict();
   TrustedEvaluatorOptions evaluator_options;
@@ -372,7 +283,7 @@ int eval_command(std::span<const std::string> arguments) {
   }
 
   std::optional<HarnessProfilerOptions> timing;
-  if (options.profile) {
+  if (!options.no_profile) {
     timing.emplace();
     timing->device = options.device;
     timing->device_index = options.gpu;
@@ -397,7 +308,7 @@ int eval_command(std::span<const std::string> arguments) {
   print_summary(task, options, evaluation, std::cout);
   const Reward reward = reward_of(options, evaluation);
   std::cout << describe_reward(reward, options.reward) << "\n";
-  if (options.json) {
+  if (!options.json.empty()) {
     nlohmann::json document = {
         {"task", {{"name", task.name}, {"content_hash", task.content_hash()}, {"metadata", task.metadata}}},
         {"candidate", std::filesystem::absolute(options.candidate).string()},
@@ -410,18 +321,31 @@ int eval_command(std::span<const std::string> arguments) {
           {"explanation", reward.explanation}}},
         {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
     const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    if (*options.json == "-") {
+    if (options.json == "-") {
       std::cout << text;
     } else {
-      std::ofstream stream(*options.json);
-      if (!stream) throw std::runtime_error("cannot write " + *options.json);
+      std::ofstream stream(options.json);
+      if (!stream) throw std::runtime_error("cannot write " + options.json);
       stream << text;
-      std::cout << "json       " << *options.json << "\n";
+      std::cout << "json       " << options.json << "\n";
     }
   }
   const std::optional<Rejection> rejection = evaluation.rejection();
   if (rejection && rejection->reason == RejectionReason::harness_error) return 3;
   return evaluation.correct() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& program, int& exit_status) {
+  auto options = std::make_shared<EvalOptions>();
+  CLI::App* command = program.add_subcommand(
+      "eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward");
+  command->footer(std::string(eval_description) +
+                  "\n\nexit status: 0 correct, 1 rejected (or did not build), 2 usage error, 3 the evaluation "
+                  "itself failed");
+  add_eval_options(*command, *options);
+  command->callback([options, &exit_status] { exit_status = run_eval(*options); });
 }
 
 }  // namespace cuda_agent::cli

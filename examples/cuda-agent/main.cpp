@@ -2,72 +2,58 @@
 // cuda-agent: the command-line program. `cuda-agent <subcommand> --help` explains each.
 #include <cuda_agent/version.hpp>
 
-#include <exception>    // exception
-#include <functional>   // function
-#include <iostream>     // cout, cerr
-#include <span>         // span
-#include <string>       // string
-#include <string_view>  // string_view
-#include <vector>       // vector
+#include <exception>  // exception
+#include <iostream>   // cout, cerr
+#include <string>     // string
 
+#include "command_line.hpp"
 #include "commands.hpp"
 
 namespace {
 
-struct Subcommand {
-  std::string_view name;
-  std::string_view summary;
-  std::function<int(std::span<const std::string>)> run;
-};
-
-const std::vector<Subcommand>& subcommands() {
-  static const std::vector<Subcommand> table = {
-      {"eval", "evaluate a candidate the trusted way: static checks, build, verification, timing, reward",
-       cuda_agent::cli::eval_command},
-      {"optimize", "let a model optimize a task: an agent episode with trusted scoring, reports and trajectory",
-       cuda_agent::cli::optimize_command},
-      {"demo", "replay a bundled episode through the real sandbox, compiler, verifier and profiler",
-       cuda_agent::cli::demo_command},
-  };
-  return table;
-}
-
-void usage(std::ostream& out) {
-  out << "usage: cuda-agent <subcommand> [arguments]\n\n"
-         "cuda-agent puts a language model in a CUDA development environment that rewrites PyTorch models\n"
-         "into verified, faster custom kernels.\n\nsubcommands:\n";
-  for (const Subcommand& each : subcommands())
-    out << "  " << each.name << std::string(10 - each.name.size(), ' ') << each.summary << "\n";
-  out << "\n'cuda-agent <subcommand> --help' describes a subcommand. Version " << CUDA_AGENT_VERSION_STRING << ".\n";
+/// "cuda-agent" or "cuda-agent eval": whose message it is.
+std::string speaker(const CLI::App& program) {
+  const auto chosen = program.get_subcommands();
+  return chosen.empty() ? program.get_name() : program.get_name() + " " + chosen.front()->get_name();
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  const std::vector<std::string> arguments(argv + 1, argv + argc);
-  if (arguments.empty()) {
-    usage(std::cerr);
+  CLI::App program(
+      "cuda-agent puts a language model in a CUDA development environment that rewrites PyTorch models\n"
+      "into verified, faster custom kernels.",
+      "cuda-agent");
+  program.set_version_flag("--version", std::string("cuda-agent ") + CUDA_AGENT_VERSION_STRING);
+  program.require_subcommand(1);
+  program.footer("'cuda-agent <subcommand> --help' describes a subcommand. Version " +
+                 std::string(CUDA_AGENT_VERSION_STRING) + ".");
+  int exit_status = 0;
+  cuda_agent::cli::add_eval_command(program, exit_status);
+  cuda_agent::cli::add_optimize_command(program, exit_status);
+  cuda_agent::cli::add_demo_command(program, exit_status);
+  try {
+    program.parse(argc, argv);
+    return exit_status;
+  } catch (const CLI::Success& asked) {  // --help, --version
+    return program.exit(asked);
+  } catch (const CLI::ParseError& error) {
+    const std::string who = speaker(program);
+    const bool unknown_subcommand = who == program.get_name() && argc > 1 && argv[1][0] != '-';
+    std::cerr << who << ": "
+              << (unknown_subcommand ? "unknown subcommand '" + std::string(argv[1]) + "'" : std::string(error.what()))
+              << "\n\n";
+    if (who == program.get_name())
+      std::cerr << program.help();
+    else
+      std::cerr << "(see " << who << " --help)\n";
     return 2;
+  } catch (const cuda_agent::cli::UsageError& error) {
+    const std::string who = speaker(program);
+    std::cerr << who << ": " << error.what() << "\n\n(see " << who << " --help)\n";
+    return 2;
+  } catch (const std::exception& error) {
+    std::cerr << speaker(program) << ": " << error.what() << "\n";
+    return 3;
   }
-  const std::string& name = arguments.front();
-  if (name == "-h" || name == "--help" || name == "help") {
-    usage(std::cout);
-    return 0;
-  }
-  if (name == "--version") {
-    std::cout << "cuda-agent " << CUDA_AGENT_VERSION_STRING << "\n";
-    return 0;
-  }
-  for (const Subcommand& each : subcommands()) {
-    if (each.name != name) continue;
-    try {
-      return each.run(std::span<const std::string>(arguments).subspan(1));
-    } catch (const std::exception& error) {
-      std::cerr << "cuda-agent " << name << ": " << error.what() << "\n";
-      return 3;
-    }
-  }
-  std::cerr << "cuda-agent: unknown subcommand '" << name << "'\n\n";
-  usage(std::cerr);
-  return 2;
 }

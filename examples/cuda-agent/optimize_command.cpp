@@ -7,60 +7,30 @@
 #include <cuda_agent/http/make_client.hpp>
 #endif
 
-#include <chrono>
-#include <filesystem>
-#include <iostream>
-#include <optional>
-#include <span>
-#include <string>
-#include <vector>
+#include <cctype>      // isalnum
+#include <chrono>      // system_clock, seconds
+#include <ctime>       // strftime, localtime
+#include <filesystem>  // path, exists
+#include <iostream>    // cout, cerr
+#include <memory>      // make_shared
+#include <optional>    // optional
+#include <string>      // string
+#include <vector>      // vector
 
+#include "command_line.hpp"
 #include "commands.hpp"
 #include "episode_summary.hpp"
 
 namespace cuda_agent::cli {
 namespace {
 
-constexpr const char* optimize_help = R"(usage: cuda-agent optimize <task> --llm <spec> [options]
-
-Runs one agent episode: the task is materialized into a workspace, the model works in it
+constexpr const char* optimize_description =
+    R"(Runs one agent episode: the task is materialized into a workspace, the model works in it
 with Bash, Read, Write, Edit, MultiEdit, Grep, Glob, Compile, Verify and Profile (its
 commands confined by bubblewrap), and every verified change is scored by the trusted
 evaluation (a pristine copy, rebuilt, verified and, on a GPU, timed against eager PyTorch
-and torch.compile). The best candidate is the answer.
-
-arguments:
-  <task>              a KernelBench problem file (.py), a workspace directory with model.py,
-                      or a CUDA-Agent-Ops-6K JSONL file (choose the row with --row)
-
-options:
-  --llm SPEC          the model: openai:<model>[@<base-url>], anthropic:<model>,
-                      vllm:<model>@<base-url>, replay:<trajectory.jsonl>, scripted:<file.json>, ...
-  --out DIR           where the outputs go (default: cuda-agent-runs/<task>-<time>):
-                      best/ (the best candidate), report.md, report.json, trajectory.jsonl,
-                      workspace/, work/
-  --device auto|cuda|cpu
-                      where candidates run (default auto: cuda when an NVIDIA GPU is present);
-                      cpu evaluates C++ CPU extensions and cannot time (reward at most 1)
-  --row N             the row of an Ops-6K JSONL file (0-based)
-  --max-turns N       model answers before the episode stops (default 200)
-  --wall-time S       seconds before the episode stops
-  --max-cost USD      money before the episode stops (needs a backend that reports cost)
-  --context-tokens N  the model's context window (default 131072)
-  --max-output-tokens N
-  --temperature T
-  --no-timing         do not time candidates (rewards above 1 need timing)
-  --timing-seconds S  time for each timing comparison (default 5)
-  --gpu N             the GPU to use (device minor, default 0)
-  --python PATH       Python with torch (default $CUDA_AGENT_PYTHON or python3)
-  --cache-dir DIR     the compile driver's object cache
-  --resume            continue the episode whose trajectory is in --out
-  --unconfined        run the model's commands WITHOUT bubblewrap; for trusted models only
-  --quiet             no progress lines
-  -h, --help          this text
-
-exit status: 0 a correct candidate was found, 1 none was, 2 usage error, 3 the run failed
-)";
+and torch.compile). The best candidate is the answer. Outputs: best/ (the best candidate),
+report.md, report.json, trajectory.jsonl, workspace/, work/.)";
 
 struct OptimizeCommandOptions {
   std::filesystem::path task;
@@ -68,86 +38,85 @@ struct OptimizeCommandOptions {
   std::string llm;
   std::filesystem::path out;
   bool quiet = false;
+  bool no_timing = false;
   OptimizeOptions run;
 };
 
-double to_positive(const std::string& option, const std::string& text) {
-  std::size_t used = 0;
-  double value = 0;
-  try {
-    value = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || !(value > 0)) throw UsageError(option + " expects a positive number, not '" + text + "'");
-  return value;
+void add_optimize_options(CLI::App& command, OptimizeCommandOptions& o) {
+  command
+      .add_option("task", o.task,
+                  "a KernelBench problem file (.py), a workspace directory with model.py, or a CUDA-Agent-Ops-6K "
+                  "JSONL file (choose the row with --row)")
+      ->type_name("TASK");
+  command
+      .add_option("--llm", o.llm,
+                  "the model: openai:<model>[@<base-url>], anthropic:<model>, vllm:<model>@<base-url>, "
+                  "replay:<trajectory.jsonl>, scripted:<file.json>, ...")
+      ->type_name("SPEC");
+  command.add_option("--out", o.out, "where the outputs go (default: cuda-agent-runs/<task>-<time>)")->type_name("DIR");
+  command
+      .add_option("--device", o.run.device,
+                  "auto, cuda or cpu (default auto: cuda when an NVIDIA GPU is present; cpu evaluates C++ CPU "
+                  "extensions and cannot time, so the reward is at most 1)")
+      ->check(one_of({"auto", "cuda", "cpu"}))
+      ->type_name("auto|cuda|cpu");
+  command
+      .add_option_function<int>(
+          "--row", [&o](const int& row) { o.row = row; }, "the row of an Ops-6K JSONL file (0-based)")
+      ->check(whole_number(0, 100'000'000));
+  command
+      .add_option("--max-turns", o.run.agent.budget.max_turns, "model answers before the episode stops (default 200)")
+      ->check(whole_number(1, 100'000));
+  command
+      .add_option_function<int>(
+          "--wall-time", [&o](const int& seconds) { o.run.agent.budget.wall_time = std::chrono::seconds(seconds); },
+          "seconds before the episode stops")
+      ->check(whole_number(1, 10'000'000));
+  command
+      .add_option_function<double>(
+          "--max-cost", [&o](const double& usd) { o.run.agent.budget.max_cost_usd = usd; },
+          "money (USD) before the episode stops (needs a backend that reports cost)")
+      ->check(positive_number());
+  command
+      .add_option("--context-tokens", o.run.agent.context.window_tokens, "the model's context window (default 131072)")
+      ->check(whole_number(1024, 100'000'000));
+  command
+      .add_option_function<int>(
+          "--max-output-tokens", [&o](const int& tokens) { o.run.agent.max_output_tokens = tokens; },
+          "the most tokens of one answer")
+      ->check(whole_number(1, 10'000'000));
+  command
+      .add_option_function<double>(
+          "--temperature", [&o](const double& temperature) { o.run.agent.temperature = temperature; },
+          "the model's sampling temperature")
+      ->check(positive_number());
+  command.add_flag("--no-timing", o.no_timing, "do not time candidates (rewards above 1 need timing)");
+  command.add_option("--timing-seconds", o.run.timing_seconds, "time for each timing comparison (default 5)")
+      ->check(positive_number())
+      ->type_name("S");
+  command.add_option("--gpu", o.run.gpu, "the GPU to use (device minor, default 0)")
+      ->check(whole_number(0, 255))
+      ->type_name("N");
+  command.add_option("--python", o.run.python, "Python with torch (default $CUDA_AGENT_PYTHON or python3)")
+      ->type_name("PATH");
+  command.add_option("--cache-dir", o.run.compile_cache_directory, "the compile driver's object cache")
+      ->type_name("DIR");
+  command.add_flag("--resume", o.run.resume, "continue the episode whose trajectory is in --out");
+  command.add_flag("--unconfined", o.run.unconfined,
+                   "run the model's commands WITHOUT bubblewrap; for trusted models only");
+  command.add_flag("--quiet", o.quiet, "no progress lines");
 }
 
-OptimizeCommandOptions parse(std::span<const std::string> arguments) {
-  OptimizeCommandOptions options;
-  std::vector<std::string> positional;
-  for (std::size_t i = 0; i < arguments.size(); ++i) {
-    const std::string& argument = arguments[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= arguments.size()) throw UsageError(argument + " needs a value");
-      return arguments[++i];
-    };
-    if (argument == "-h" || argument == "--help") throw UsageError("");
-    if (argument == "--llm") {
-      options.llm = value();
-    } else if (argument == "--out") {
-      options.out = value();
-    } else if (argument == "--device") {
-      options.run.device = value();
-      if (options.run.device != "auto" && options.run.device != "cuda" && options.run.device != "cpu")
-        throw UsageError("--device is auto, cuda or cpu, not '" + options.run.device + "'");
-    } else if (argument == "--row") {
-      options.row = parse_whole_number(argument, value(), 0, 100'000'000);
-    } else if (argument == "--max-turns") {
-      options.run.agent.budget.max_turns = parse_whole_number(argument, value(), 1, 100'000);
-    } else if (argument == "--wall-time") {
-      options.run.agent.budget.wall_time = std::chrono::seconds(parse_whole_number(argument, value(), 1, 10'000'000));
-    } else if (argument == "--max-cost") {
-      options.run.agent.budget.max_cost_usd = to_positive(argument, value());
-    } else if (argument == "--context-tokens") {
-      options.run.agent.context.window_tokens = parse_whole_number(argument, value(), 1024, 100'000'000);
-    } else if (argument == "--max-output-tokens") {
-      options.run.agent.max_output_tokens = parse_whole_number(argument, value(), 1, 10'000'000);
-    } else if (argument == "--temperature") {
-      options.run.agent.temperature = to_positive(argument, value());
-    } else if (argument == "--no-timing") {
-      options.run.timing = false;
-    } else if (argument == "--timing-seconds") {
-      options.run.timing_seconds = to_positive(argument, value());
-    } else if (argument == "--gpu") {
-      options.run.gpu = parse_whole_number(argument, value(), 0, 255);
-    } else if (argument == "--python") {
-      options.run.python = value();
-    } else if (argument == "--cache-dir") {
-      options.run.compile_cache_directory = value();
-    } else if (argument == "--resume") {
-      options.run.resume = true;
-    } else if (argument == "--unconfined") {
-      options.run.unconfined = true;
-    } else if (argument == "--quiet") {
-      options.quiet = true;
-    } else if (!argument.empty() && argument[0] == '-') {
-      throw UsageError("unknown option " + argument);
-    } else {
-      positional.push_back(argument);
-    }
-  }
-  if (positional.size() != 1)
-    throw UsageError("expected one task (a .py file, a workspace directory or a JSONL file), got " +
-                     std::to_string(positional.size()) + " arguments");
+/// What CLI11 cannot check: that there is a task and a model, and --resume's directory.
+void complete(OptimizeCommandOptions& options) {
+  if (options.task.empty()) throw UsageError("expected one task (a .py file, a workspace directory or a JSONL file)");
   if (options.llm.empty())
     throw UsageError(
         "say which model works on the task with --llm (for example --llm openai:gpt-4.1, or "
         "--llm replay:runs/earlier/trajectory.jsonl)");
-  options.task = positional[0];
   if (!std::filesystem::exists(options.task)) throw UsageError("there is no task at " + options.task.string());
   if (options.run.resume && options.out.empty()) throw UsageError("--resume needs the --out directory of the episode");
-  return options;
+  if (options.no_timing) options.run.timing = false;
 }
 
 Task load_any_task(const std::filesystem::path& path, std::optional<int> row) {
@@ -188,20 +157,11 @@ AnyLlmClient client_from_spec(const std::string& spec) {
 #endif
 }
 
-int optimize_command(std::span<const std::string> arguments) {
-  OptimizeCommandOptions options;
-  Task task;
-  try {
-    options = parse(arguments);
-    task = load_any_task(options.task, options.row);
-  } catch (const UsageError& error) {
-    if (std::string(error.what()).empty()) {
-      std::cout << optimize_help;
-      return 0;
-    }
-    std::cerr << "cuda-agent optimize: " << error.what() << "\n\n(see cuda-agent optimize --help)\n";
-    return 2;
-  }
+namespace {
+
+int run_optimize(OptimizeCommandOptions& options) {
+  complete(options);
+  const Task task = load_any_task(options.task, options.row);
   AnyLlmClient client = client_from_spec(options.llm);
   options.run.python = python_for_harness(options.run.python);
   options.run.output_directory = options.out.empty() ? default_output(task) : options.out;
@@ -217,6 +177,18 @@ int optimize_command(std::span<const std::string> arguments) {
   const OptimizeResult result = optimize(task, std::move(client), std::move(options.run));
   print_episode_summary(result, std::cout);
   return result.episode.best && result.episode.best->evaluation.correct() ? 0 : 1;
+}
+
+}  // namespace
+
+void add_optimize_command(CLI::App& program, int& exit_status) {
+  auto options = std::make_shared<OptimizeCommandOptions>();
+  CLI::App* command = program.add_subcommand(
+      "optimize", "let a model optimize a task: an agent episode with trusted scoring, reports and trajectory");
+  command->footer(std::string(optimize_description) +
+                  "\n\nexit status: 0 a correct candidate was found, 1 none was, 2 usage error, 3 the run failed");
+  add_optimize_options(*command, *options);
+  command->callback([options, &exit_status] { exit_status = run_optimize(*options); });
 }
 
 }  // namespace cuda_agent::cli
