@@ -41,20 +41,11 @@ struct DemoOptions {
 
 void add_demo_options(CLI::App& command, DemoOptions& o) {
   command.add_option("--out", o.run.output_directory, "where the outputs go (default: cuda-agent-demo)");
-  command.add_option("--device", o.run.device, "auto, cuda or cpu (default auto: cuda when an NVIDIA GPU is present)")
-      ->check(one_of({"auto", "cuda", "cpu"}))
-      ->type_name("auto|cuda|cpu");
+  add_episode_environment_options(command, o.run);
   command
       .add_option("--timing-seconds", o.run.timing_seconds, "time for each timing comparison on the GPU (default 5)")
-      ->check(whole_number(1, 3600));
-  command.add_option("--gpu", o.run.gpu, "the GPU to use (device minor, default 0)")
-      ->check(whole_number(0, 255))
-      ->type_name("N");
-  command.add_option("--python", o.run.python, "Python with torch (default $CUDA_AGENT_PYTHON or python3)")
-      ->type_name("PATH");
-  command.add_option("--cache-dir", o.run.compile_cache_directory, "the compile driver's object cache")
-      ->type_name("DIR");
-  command.add_flag("--unconfined", o.run.unconfined, "run the model's commands WITHOUT bubblewrap");
+      ->check(whole_number(1, 3600))
+      ->type_name("S");
   command.add_flag("--quiet", o.quiet, "no progress lines");
 }
 

@@ -49,6 +49,24 @@ inline void print_episode_summary(const OptimizeResult& result, std::ostream& ou
       << "trajectory " << episode.trajectory.string() << "\n";
 }
 
+/// The options `optimize` and `demo` share: where the episode runs and what it builds with.
+inline void add_episode_environment_options(CLI::App& command, OptimizeOptions& run) {
+  command
+      .add_option("--device", run.device,
+                  "auto, cuda or cpu (default auto: cuda when an NVIDIA GPU is present; cpu evaluates C++ CPU "
+                  "extensions and cannot time, so the reward is at most 1)")
+      ->check(one_of({"auto", "cuda", "cpu"}))
+      ->type_name("auto|cuda|cpu");
+  command.add_option("--gpu", run.gpu, "the GPU to use (device minor, default 0)")
+      ->check(whole_number(0, 255))
+      ->type_name("N");
+  command.add_option("--python", run.python, "Python with torch (default $CUDA_AGENT_PYTHON or python3)")
+      ->type_name("PATH");
+  command.add_option("--cache-dir", run.compile_cache_directory, "the compile driver's object cache")->type_name("DIR");
+  command.add_flag("--unconfined", run.unconfined,
+                   "run the model's commands WITHOUT bubblewrap; for trusted models only");
+}
+
 /// The Python with torch: `--python`, else `$CUDA_AGENT_PYTHON`, else the interpreter this
 /// program was configured with (CMake's CUDA_AGENT_PYTHON), else python3.
 inline std::filesystem::path python_for_harness(const std::filesystem::path& given) {

@@ -54,12 +54,7 @@ void add_optimize_options(CLI::App& command, OptimizeCommandOptions& o) {
                   "replay:<trajectory.jsonl>, scripted:<file.json>, ...")
       ->type_name("SPEC");
   command.add_option("--out", o.out, "where the outputs go (default: cuda-agent-runs/<task>-<time>)")->type_name("DIR");
-  command
-      .add_option("--device", o.run.device,
-                  "auto, cuda or cpu (default auto: cuda when an NVIDIA GPU is present; cpu evaluates C++ CPU "
-                  "extensions and cannot time, so the reward is at most 1)")
-      ->check(one_of({"auto", "cuda", "cpu"}))
-      ->type_name("auto|cuda|cpu");
+  add_episode_environment_options(command, o.run);
   command
       .add_option_function<int>(
           "--row", [&o](const int& row) { o.row = row; }, "the row of an Ops-6K JSONL file (0-based)")
@@ -94,16 +89,7 @@ void add_optimize_options(CLI::App& command, OptimizeCommandOptions& o) {
   command.add_option("--timing-seconds", o.run.timing_seconds, "time for each timing comparison (default 5)")
       ->check(positive_number())
       ->type_name("S");
-  command.add_option("--gpu", o.run.gpu, "the GPU to use (device minor, default 0)")
-      ->check(whole_number(0, 255))
-      ->type_name("N");
-  command.add_option("--python", o.run.python, "Python with torch (default $CUDA_AGENT_PYTHON or python3)")
-      ->type_name("PATH");
-  command.add_option("--cache-dir", o.run.compile_cache_directory, "the compile driver's object cache")
-      ->type_name("DIR");
   command.add_flag("--resume", o.run.resume, "continue the episode whose trajectory is in --out");
-  command.add_flag("--unconfined", o.run.unconfined,
-                   "run the model's commands WITHOUT bubblewrap; for trusted models only");
   command.add_flag("--quiet", o.quiet, "no progress lines");
 }
 

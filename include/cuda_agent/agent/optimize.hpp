@@ -29,7 +29,6 @@
 #include <stop_token>   // stop_token
 #include <string>       // string, to_string
 #include <string_view>  // string_view
-#include <type_traits>  // is_same_v
 #include <utility>      // move, make_pair
 #include <vector>       // vector
 
@@ -164,8 +163,10 @@ OptimizeResult run_optimization(const Task& task, AnyLlmClient client, OptimizeO
   harness.work_directory = work / "harness";
   harness.gpus = {options.gpu};
   harness.progress = options.progress;
-  if constexpr (std::is_same_v<S, ProcessSandbox>)
-    harness.sandbox_factory = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
+  // The workers are confined the way the episode's own commands are.
+  harness.sandbox_factory = [make_sandbox](SandboxOptions sandbox) {
+    return AnySandbox(make_sandbox(std::move(sandbox)));
+  };
   auto verifier = std::make_shared<HarnessVerifier>(std::move(harness), VerificationPolicy{});
 
   outcome.timed = cuda && options.timing;
