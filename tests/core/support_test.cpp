@@ -2,13 +2,19 @@
 #include "catch.hpp"
 
 #include <cuda_agent/cuda_agent.hpp>
+#include <cuda_agent/detail/harness_session.hpp>
 #include <cuda_agent/detail/head_tail_buffer.hpp>
 #include <cuda_agent/detail/python_interpreter.hpp>
 #include <cuda_agent/detail/sha256.hpp>
 #include <cuda_agent/detail/text_format.hpp>
 
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace ca = cuda_agent;
 
@@ -85,4 +91,37 @@ TEST_CASE("the Python interpreter comes from the option, then the environment, t
     ::setenv("CUDA_AGENT_PYTHON", restore.c_str(), 1);
   else
     ::unsetenv("CUDA_AGENT_PYTHON");
+}
+
+TEST_CASE("a harness session's files exist while it lasts and are gone after it, set-up failures included",
+          "[support]") {
+  namespace fs = std::filesystem;
+  const fs::path root = fs::temp_directory_path() / ("cuda-agent-session-test-" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  fs::create_directories(root);
+  const fs::path module = root / "cuda_extension.so";
+  std::ofstream(module) << "not really a module";
+  const fs::path rendezvous = root / "rendezvous.sock";
+  const ca::UserIdentity identity{::geteuid(), ::getegid()};
+  {
+    ca::detail::HarnessSessionFiles session(root, "abc", "class ModelNew: pass\n", module, identity);
+    session.remove_with_session(rendezvous);
+    std::ofstream(rendezvous) << "";
+    CHECK(session.copy() == root / "candidates" / "abc");
+    CHECK(fs::exists(session.copy() / "model_new.py"));
+    CHECK(fs::exists(session.copy() / "cuda_extension.so"));
+    struct stat fifo {};
+    REQUIRE(::stat((session.directory() / "to_reference").c_str(), &fifo) == 0);
+    CHECK(S_ISFIFO(fifo.st_mode));
+    CHECK((fifo.st_mode & 0777) == 0666);
+    CHECK(fs::is_directory(session.output()));
+  }
+  CHECK_FALSE(fs::exists(root / "candidates" / "abc"));
+  CHECK_FALSE(fs::exists(root / "sessions" / "abc"));
+  CHECK_FALSE(fs::exists(rendezvous));
+  // A module that is not there: nothing of the half-made session stays behind.
+  CHECK_THROWS(ca::detail::HarnessSessionFiles(root, "def", "", root / "missing.so", identity));
+  CHECK_FALSE(fs::exists(root / "candidates" / "def"));
+  CHECK_FALSE(fs::exists(root / "sessions" / "def"));
+  fs::remove_all(root);
 }

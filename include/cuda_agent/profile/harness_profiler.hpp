@@ -16,13 +16,11 @@
 /// the harness directory, the candidate's source and build directories and the session directory (read-write) visible
 /// to the candidate, and expose the GPU.
 
-#include <cerrno>       // errno
 #include <chrono>       // seconds, milliseconds
 #include <cmath>        // isfinite
 #include <concepts>     // same_as
 #include <cstdint>      // uint64_t
 #include <cstdlib>      // getenv
-#include <cstring>      // strerror
 #include <filesystem>   // path
 #include <fstream>      // ifstream, ofstream
 #include <functional>   // function
@@ -36,10 +34,9 @@
 #include <utility>      // move
 #include <vector>       // vector
 
-#include <sys/stat.h>  // mkfifo, chmod
-
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/detail/harness_session.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/profile/detail/temporary_directory.hpp"
@@ -322,14 +319,6 @@ inline void write_readable_file(const std::filesystem::path& path, std::string_v
 }
 
 /// The two FIFOs of a timing session, open to both sides' users.
-inline void make_session_fifos(const std::filesystem::path& session) {
-  for (const char* name : {"to_reference", "to_candidate"}) {
-    const std::filesystem::path fifo = session / name;
-    if (::mkfifo(fifo.c_str(), 0666) != 0 || ::chmod(fifo.c_str(), 0666) != 0)
-      throw std::runtime_error("cannot create " + fifo.string() + ": " + std::strerror(errno));
-  }
-}
-
 }  // namespace detail
 
 /// Launches each side as a fresh Python process: the reference side directly (trusted,

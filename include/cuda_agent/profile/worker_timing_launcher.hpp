@@ -38,6 +38,7 @@
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/harness_session.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/profile/harness_profiler.hpp"
 #include "cuda_agent/task.hpp"
@@ -61,34 +62,15 @@ class WorkerTimingLauncher {
     const HarnessOptions& options = verifier_->options();
     const std::filesystem::path root = options.work_directory;
     const std::string id = "timing-" + detail::random_hex(8);
-    const std::filesystem::path copy = root / "candidates" / id;
-    const std::filesystem::path session = root / "sessions" / id;
-    const std::filesystem::path output = session / "out";
     const std::filesystem::path rendezvous = root / "rendezvous" / (id + ".sock");
-    struct Cleanup {
-      std::filesystem::path copy, session, rendezvous;
-      ~Cleanup() {
-        std::error_code ignored;
-        std::filesystem::remove_all(copy, ignored);
-        std::filesystem::remove_all(session, ignored);
-        std::filesystem::remove(rendezvous, ignored);  // left behind only by a reference side that died
-      }
-    } cleanup{copy, session, rendezvous};
-
     // What runs: the candidate's model_new.py and its built module, copied by the host.
     const std::map<std::string, std::string> files = read_candidate_sources(candidate.source_directory).files;
     const auto model = files.find(std::string(candidate_model_file));
     if (model == files.end()) throw std::runtime_error("the candidate has no model_new.py to time");
     const std::optional<std::filesystem::path> module = built_module(candidate.build_directory);
     if (!module) throw std::runtime_error("no built cuda_extension in " + candidate.build_directory.string());
-    detail::make_open_directory(copy);
-    detail::write_file_atomically(copy / candidate_model_file, model->second);
-    std::filesystem::copy_file(*module, copy / module->filename());
-    std::filesystem::permissions(copy / module->filename(), detail::published_file_permissions);
-    detail::make_open_directory(session);
-    detail::make_session_fifos(session);
-    detail::make_open_directory(output);
-    detail::give_to(output, options.candidate_identity);
+    detail::HarnessSessionFiles session(root, id, model->second, *module, options.candidate_identity);
+    session.remove_with_session(rendezvous);  // left behind only by a reference side that died
 
     const std::filesystem::path reference_file = root / "references" / task.content_hash() / "model.py";
     if (!std::filesystem::exists(reference_file)) {
@@ -96,19 +78,19 @@ class WorkerTimingLauncher {
       detail::write_file_atomically(reference_file, task.reference_source);
     }
     const std::filesystem::path scratch = root / "scratch" / "reference";
-    const std::filesystem::path gone = session / "candidate-gone";
+    const std::filesystem::path gone = session.directory() / "candidate-gone";
     reference_request["reference_path"] = reference_file.string();
-    reference_request["session"] = session.string();
-    reference_request["output_directory"] = output.string();
+    reference_request["session"] = session.directory().string();
+    reference_request["output_directory"] = session.output().string();
     reference_request["candidate_gone_marker"] = gone.string();
     reference_request["trusted_socket"] = rendezvous.string();
     reference_request["compile_cache_directory"] = (scratch / "compile-cache").string();
     if (reference_request.contains("baseline_cache"))
       reference_request["baseline_cache"]["directory"] = (scratch / "baseline-cache").string();
     candidate_request["reference_path"] = reference_file.string();
-    candidate_request["session"] = session.string();
-    candidate_request["candidate_directory"] = copy.string();
-    candidate_request["build_directory"] = copy.string();
+    candidate_request["session"] = session.directory().string();
+    candidate_request["candidate_directory"] = session.copy().string();
+    candidate_request["build_directory"] = session.copy().string();
 
     const auto milliseconds = std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
     const auto deadline = std::chrono::steady_clock::now() + timeout;

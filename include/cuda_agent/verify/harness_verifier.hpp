@@ -52,14 +52,13 @@
 #include <utility>       // move, pair
 #include <vector>        // vector
 
-#include <sys/stat.h>  // mkfifo, chmod
-#include <unistd.h>    // geteuid, getpid, sysconf
-#include <cstring>     // strerror
+#include <unistd.h>  // geteuid, getpid, sysconf
 
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/harness_session.hpp"
 #include "cuda_agent/detail/ownership.hpp"
 #include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
@@ -192,13 +191,6 @@ inline void seal_tree(const std::filesystem::path& root) {
                                                    : perms::owner_read | perms::group_read | perms::others_read);
   std::filesystem::permissions(root, perms::owner_read | perms::owner_exec | perms::group_read | perms::group_exec |
                                          perms::others_read | perms::others_exec);
-}
-
-inline void make_open_directory(const std::filesystem::path& path) {
-  std::filesystem::create_directories(path);
-  using std::filesystem::perms;
-  std::filesystem::permissions(
-      path, perms::owner_all | perms::group_read | perms::group_exec | perms::others_read | perms::others_exec);
 }
 
 inline void give_to(const std::filesystem::path& path, const UserIdentity& identity) {
@@ -579,7 +571,7 @@ class HarnessVerifier {
   std::filesystem::path write_reference(const Task& task) {
     const std::string hash = task.content_hash();
     const std::filesystem::path directory = path("references") / hash;
-    const std::filesystem::path file = directory / "model.py";
+    std::filesystem::path file = directory / "model.py";
     if (!state_->references_written.count(hash) || !std::filesystem::exists(file)) {
       detail::make_open_directory(directory);
       detail::write_file_atomically(file, task.reference_source);
@@ -735,36 +727,15 @@ class HarnessVerifier {
     }
 
     // The session: a pristine copy of what runs, the channel, and the output folder.
-    const std::string id = detail::random_hex(8);
-    const std::filesystem::path copy = path("candidates") / id;
-    const std::filesystem::path session = path("sessions") / id;
-    const std::filesystem::path output = session / "out";
-    struct Cleanup {
-      std::filesystem::path a, b;
-      ~Cleanup() {
-        std::error_code ignored;
-        std::filesystem::remove_all(a, ignored);
-        std::filesystem::remove_all(b, ignored);
-      }
-    } cleanup{copy, session};
-    detail::make_open_directory(copy);
-    detail::write_file_atomically(copy / candidate_model_file, files.at(std::string(candidate_model_file)));
-    std::filesystem::copy_file(*module, copy / module->filename());
-    std::filesystem::permissions(copy / module->filename(), detail::published_file_permissions);
-    detail::make_open_directory(session);
-    for (const char* name : {"to_reference", "to_candidate"}) {
-      const std::filesystem::path fifo = session / name;
-      if (::mkfifo(fifo.c_str(), 0666) != 0 || ::chmod(fifo.c_str(), 0666) != 0)
-        throw HarnessError("cannot create " + fifo.string() + ": " + std::strerror(errno));
-    }
-    detail::make_open_directory(output);
-    detail::give_to(output, options_.candidate_identity);
+    const detail::HarnessSessionFiles session(options_.work_directory, detail::random_hex(8),
+                                              files.at(std::string(candidate_model_file)), *module,
+                                              options_.candidate_identity);
 
     const auto [set_scales, distributions] = input_sets(stress);
     const auto [seeds, init_seed] = draw_seeds(static_cast<int>(set_scales.size()));
     nlohmann::json common = common_arguments(task, init_seed);
-    common["session_directory"] = session.string();
-    common["output_directory"] = output.string();
+    common["session_directory"] = session.directory().string();
+    common["output_directory"] = session.output().string();
     nlohmann::json reference_arguments = common;
     reference_arguments["seeds"] = seeds;
     reference_arguments["scales"] = set_scales;
@@ -777,7 +748,7 @@ class HarnessVerifier {
     reference_arguments["tolerance"] = policy_.tolerance;
     reference_arguments["check_reference_determinism"] = policy_.check_reference_determinism;
     nlohmann::json candidate_arguments = common;
-    candidate_arguments["candidate_directory"] = copy.string();
+    candidate_arguments["candidate_directory"] = session.copy().string();
     candidate_arguments["policy"] = {{"extra_allowed_operations", policy_.extra_allowed_operations},
                                      {"observe_device_activity", policy_.observe_device_activity}};
 
