@@ -21,7 +21,7 @@ packages=(
   nlohmann-json3-dev catch2 libcurl4-openssl-dev libcpp-httplib-dev libcli11-dev
   bubblewrap ripgrep libre2-dev
   python3 python3-venv python3-dev python3-jsonschema
-  clang libclang-rt-dev clang-format
+  clang libclang-rt-dev clang-format clang-tidy
 )
 missing=()
 for package in "${packages[@]}"; do

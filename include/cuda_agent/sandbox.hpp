@@ -176,8 +176,9 @@ static_assert(Sandbox<AnySandbox>);
 class SandboxRef {
  public:
   template <class S>
+  // NOLINTNEXTLINE(google-explicit-constructor): a reference, converting on purpose
   requires(Sandbox<S> && !std::is_same_v<std::remove_cvref_t<S>, SandboxRef>) SandboxRef(S& sandbox)
-  noexcept  // NOLINT(google-explicit-constructor): a reference, converting on purpose
+  noexcept
       : object_(&sandbox),
         run_([](void* object, const Command& command) { return static_cast<S*>(object)->run(command); }) {}
 

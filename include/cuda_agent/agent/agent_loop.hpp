@@ -426,10 +426,10 @@ class AgentLoop {
             episode.best_candidate()};
   }
 
-  void stop(Episode& episode, StopReason reason, std::string message) {
+  void stop(Episode& episode, StopReason reason, const std::string& message) {
     if (episode.stop) return;
     episode.stop = reason;
-    episode.stop_message = std::move(message);
+    episode.stop_message = message;
   }
 
   bool budget_exhausted(Episode& episode) {

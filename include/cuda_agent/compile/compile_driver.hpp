@@ -642,6 +642,7 @@ class CompileDriver {
 
     // 4. Link (unless nothing changed), check the policy, and move the module in place.
     std::vector<std::pair<std::filesystem::path, std::string>> objects;
+    objects.reserve(outcomes.size());
     for (const auto& outcome : outcomes) objects.emplace_back(outcome.object, outcome.key);
     std::sort(objects.begin(), objects.end());
     return link(tools, libraries, build, objects, deadline, stop, result, log, finish, fail);
@@ -677,7 +678,7 @@ class CompileDriver {
     if (!located)
       throw CompileDriverError("cannot find the Python interpreter '" +
                                detail::configured_python(options_.python).string() + "' on PATH");
-    const std::filesystem::path python = *located;
+    const std::filesystem::path& python = *located;
     tools.python = python;
     const nlohmann::json probe = probe_python(python);
     tools.python_version = probe.value("python_version", "");
@@ -925,11 +926,11 @@ class CompileDriver {
   std::filesystem::path precompiled_header(const Toolchain& tools, HeaderTier tier, nlohmann::json* details) {
     const std::string key = precompiled_header_key(tools, tier);
     const std::filesystem::path directory = options_.cache_directory / "pch" / key;
-    const std::filesystem::path header = directory / "torch_extension_pch.h";
+    std::filesystem::path header = directory / "torch_extension_pch.h";
     const std::filesystem::path compiled = directory / "torch_extension_pch.h.gch";
     const std::filesystem::path complete = directory / "complete";
-    auto note = [&](nlohmann::json value) {
-      if (details) (*details)["precompiled_headers"][tier_name(tier)] = std::move(value);
+    auto note = [&](const nlohmann::json& value) {
+      if (details) (*details)["precompiled_headers"][tier_name(tier)] = value;
     };
     std::error_code missing;
     if (std::filesystem::exists(complete, missing)) {

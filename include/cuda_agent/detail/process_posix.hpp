@@ -324,6 +324,7 @@ template <class Names>
 Environment Environment::from_current(const Names& allowlist) {
   Environment result;
   for (const auto& name : allowlist) {
+    // NOLINTNEXTLINE(performance-unnecessary-copy-initialization): Names may hold views; getenv needs a C string
     const std::string key(name);
     if (const char* value = ::getenv(key.c_str())) result.set(key, value);
   }

@@ -324,7 +324,7 @@ class BubblewrapSandbox {
                          "') was not found in PATH. Install it (Debian/Ubuntu: apt-get install bubblewrap; Fedora: "
                          "dnf install bubblewrap) or set SandboxOptions::bubblewrap to its path. To run commands "
                          "without any confinement instead, construct ProcessSandbox explicitly");
-    const std::filesystem::path path = detail::normal_absolute(*found);
+    std::filesystem::path path = detail::normal_absolute(*found);
     struct stat status {};
     if (::stat(path.c_str(), &status) == 0 && (status.st_mode & S_ISUID) != 0)
       throw SandboxError(path.string() +

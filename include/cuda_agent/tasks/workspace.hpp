@@ -171,7 +171,7 @@ inline void hand_over_workspace(const Workspace& workspace, const std::optional<
 }
 
 inline std::filesystem::path checked_relative(const std::string& relative) {
-  const std::filesystem::path normal = std::filesystem::path(relative).lexically_normal();
+  std::filesystem::path normal = std::filesystem::path(relative).lexically_normal();
   if (normal.empty() || normal.is_absolute() || *normal.begin() == ".." || *normal.begin() == ".")
     throw WorkspaceError("refusing to place '" + relative + "' outside the workspace");
   return normal;

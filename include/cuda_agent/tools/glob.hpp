@@ -41,7 +41,7 @@ namespace detail {
 /// and be a directory.
 inline std::string search_directory(const WorkspaceFiles& files, const nlohmann::json& arguments) {
   const std::string given = string_argument(arguments, "path");
-  const std::string relative = given.empty() ? std::string() : files.relative(given, "path");
+  std::string relative = given.empty() ? std::string() : files.relative(given, "path");
   UniqueFd fd;
   if (const int error = files.root().try_open(relative, O_PATH, true, fd); error != 0)
     throw ToolFailure(error == ENOENT ? "Path does not exist: " + shown_path(files.absolute(relative)) + "."

@@ -320,7 +320,7 @@ class HarnessWorker {
   /// Sends a request; returns its id. Starts (or restarts) the worker when needed.
   std::string submit(std::string_view handler, const nlohmann::json& arguments, std::chrono::milliseconds timeout) {
     start();
-    const std::string id = detail::random_hex(8);
+    std::string id = detail::random_hex(8);
     const nlohmann::json request = {
         {"id", id}, {"handler", handler}, {"args", arguments}, {"timeout_ms", static_cast<double>(timeout.count())}};
     send(request, std::chrono::seconds(30));

@@ -61,7 +61,7 @@ inline constexpr std::string_view candidate_source_extensions[] = {".cu", ".cuh"
 inline std::vector<std::filesystem::path> snapshot_candidate(const std::filesystem::path& from,
                                                              const std::filesystem::path& to) {
   namespace fs = std::filesystem;
-  const auto files = candidate_files(from);
+  auto files = candidate_files(from);
   fs::remove_all(to);
   fs::create_directories(to);
   for (const auto& file : files) {

@@ -328,7 +328,7 @@ class ConfinedRoot {
 
   /// `normal` relative to `base` when it lies inside it (or is it: "."), else empty.
   static std::filesystem::path inside(const std::filesystem::path& normal, const std::filesystem::path& base) {
-    const std::filesystem::path relative_path = normal.lexically_relative(base);
+    std::filesystem::path relative_path = normal.lexically_relative(base);
     if (relative_path.empty()) return {};
     const std::string text = relative_path.generic_string();
     if (text == ".." || text.starts_with("../")) return {};

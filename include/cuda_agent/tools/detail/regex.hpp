@@ -771,7 +771,7 @@ struct Scratch {
 class Regex {
  public:
   /// Throws SyntaxError.
-  Regex(std::string_view pattern, Options options = {}) : options_(options) {
+  explicit Regex(std::string_view pattern, Options options = {}) : options_(options) {
     Node root = Parser(pattern, options).parse();
     extract_literals(root);
     compile(root, 0);

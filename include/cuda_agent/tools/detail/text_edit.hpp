@@ -108,6 +108,7 @@ namespace cuda_agent::detail {
     const std::vector<std::size_t> near = occurrences(normal_content, normal_old);
     if (!near.empty()) {
       std::vector<std::size_t> lines;
+      lines.reserve(near.size());
       for (const std::size_t at : near) lines.push_back(line_number_at(normal_content, at));
       message +=
           "\nHint: text that differs only in whitespace (indentation, tabs, trailing spaces or line endings) "
@@ -159,6 +160,7 @@ struct TextEdit {
   if (found.empty()) throw ToolFailure(describe_missing_string(content, old_string, shown));
   if (found.size() > 1 && !replace_all) {
     std::vector<std::size_t> lines;
+    lines.reserve(found.size());
     for (const std::size_t at : found) lines.push_back(line_number_at(content, at));
     throw ToolFailure("Found " + std::to_string(found.size()) + " matches of the string to replace (at lines " +
                       list_line_numbers(lines) + " of " + std::string(shown) +
