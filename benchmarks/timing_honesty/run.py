@@ -110,7 +110,7 @@ def session_requests(task_path: str, device: str, kind: str, arguments, cache_di
         "check": {"probability": 0.1},
         # Trusted code on both sides: the trusted clock's bound is reported (how far honest
         # contenders fall from it is what its margin must allow), never enforced.
-        "trusted_clock": {"enforce": False},
+        "trusted_clock": {"enforce": False} if arguments.trusted_clock == "observe" else {"enabled": False},
         "repetitions": arguments.repetitions,
         "deadline_s": 600.0,
     }
@@ -194,6 +194,9 @@ def main() -> int:
     parser.add_argument("--compile-backend", default="inductor")
     parser.add_argument("--compile-kernels", choices=("pinned", "tuned"), default="pinned",
                         help="pinned: the same compiled program in every process (see above)")
+    parser.add_argument("--trusted-clock", choices=("observe", "off"), default="observe",
+                        help="observe (default): the candidate side's trusted batches run and are reported; off: none "
+                             "run, to see what they do to the samples around them")
     parser.add_argument("--judge", default=None)
     parser.add_argument("--out", default=os.path.join(benchlib.ROOT, "benchmarks", "results", "timing_honesty.json"))
     arguments = parser.parse_args()
