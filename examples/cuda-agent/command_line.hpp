@@ -8,13 +8,15 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstddef>    // size_t
-#include <cstdint>    // uint32_t
-#include <exception>  // exception
-#include <stdexcept>  // runtime_error
-#include <string>     // string, stoll, stod, stoull, to_string
-#include <utility>    // move
-#include <vector>     // vector
+#include <cstddef>     // size_t
+#include <cstdint>     // uint32_t
+#include <cstdlib>     // getenv
+#include <exception>   // exception
+#include <filesystem>  // path, exists
+#include <stdexcept>   // runtime_error
+#include <string>      // string, stoll, stod, stoull, to_string
+#include <utility>     // move
+#include <vector>      // vector
 
 namespace cuda_agent::cli {
 
@@ -119,6 +121,17 @@ inline std::vector<std::uint32_t> seeds_from(const std::string& option, const st
     start = comma + 1;
   }
   return seeds;
+}
+
+/// The Python with torch: `--python`, else `$CUDA_AGENT_PYTHON`, else the interpreter this
+/// program was configured with (CMake's CUDA_AGENT_PYTHON), else python3.
+inline std::filesystem::path python_for_harness(const std::filesystem::path& given) {
+  if (!given.empty()) return given;
+  if (const char* environment = std::getenv("CUDA_AGENT_PYTHON"); environment && *environment) return environment;
+#ifdef CUDA_AGENT_CLI_DEFAULT_PYTHON
+  if (std::filesystem::exists(CUDA_AGENT_CLI_DEFAULT_PYTHON)) return CUDA_AGENT_CLI_DEFAULT_PYTHON;
+#endif
+  return "python3";
 }
 
 }  // namespace cuda_agent::cli

@@ -6,7 +6,6 @@
 #include <cuda_agent/agent/optimize.hpp>
 #include <cuda_agent/detail/text_format.hpp>
 
-#include <cstdlib>     // getenv
 #include <filesystem>  // path
 #include <optional>    // optional
 #include <ostream>     // ostream
@@ -65,17 +64,6 @@ inline void add_episode_environment_options(CLI::App& command, OptimizeOptions& 
   command.add_option("--cache-dir", run.compile_cache_directory, "the compile driver's object cache")->type_name("DIR");
   command.add_flag("--unconfined", run.unconfined,
                    "run the model's commands WITHOUT bubblewrap; for trusted models only");
-}
-
-/// The Python with torch: `--python`, else `$CUDA_AGENT_PYTHON`, else the interpreter this
-/// program was configured with (CMake's CUDA_AGENT_PYTHON), else python3.
-inline std::filesystem::path python_for_harness(const std::filesystem::path& given) {
-  if (!given.empty()) return given;
-  if (const char* environment = std::getenv("CUDA_AGENT_PYTHON"); environment && *environment) return environment;
-#ifdef CUDA_AGENT_CLI_DEFAULT_PYTHON
-  if (std::filesystem::exists(CUDA_AGENT_CLI_DEFAULT_PYTHON)) return CUDA_AGENT_CLI_DEFAULT_PYTHON;
-#endif
-  return "python3";
 }
 
 }  // namespace cuda_agent::cli

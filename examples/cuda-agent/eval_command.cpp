@@ -14,7 +14,6 @@
 
 #include <chrono>      // seconds, milliseconds
 #include <cstdint>     // uint32_t
-#include <cstdlib>     // getenv
 #include <filesystem>  // path
 #include <fstream>     // ofstream
 #include <functional>  // function
@@ -143,6 +142,7 @@ void complete(EvalOptions& options) {
     options.input_sets = static_cast<int>(options.seeds.size());
   if (options.device.empty())
     options.device = std::filesystem::exists("/dev/nvidia" + std::to_string(options.gpu)) ? "cuda" : "cpu";
+  options.python = python_for_harness(options.python);
 }
 
 double seconds(std::chrono::milliseconds duration) { return static_cast<double>(duration.count()) / 1000.0; }
@@ -268,10 +268,7 @@ int run_eval(EvalOptions& options) {
 
   CompileOptions compile;
   compile.device = options.device;
-  compile.python = options.python.empty() ? std::filesystem::path() : options.python;
-  if (compile.python.empty())
-    if (const char* configured = std::getenv("CUDA_AGENT_PYTHON"); configured && *configured)
-      compile.python = configured;
+  compile.python = options.python;
   compile.cache_directory = options.cache_directory;
   compile.gpu_index = options.gpu;
   compile.progress = progress;
