@@ -8,15 +8,16 @@
 
 #include <CLI/CLI.hpp>
 
-#include <cstddef>     // size_t
-#include <cstdint>     // uint32_t
-#include <cstdlib>     // getenv
-#include <exception>   // exception
-#include <filesystem>  // path, exists
-#include <stdexcept>   // runtime_error
-#include <string>      // string, stoll, stod, stoull, to_string
-#include <utility>     // move
-#include <vector>      // vector
+#include <cstddef>      // size_t
+#include <cstdint>      // uint32_t
+#include <cstdlib>      // getenv
+#include <exception>    // exception
+#include <filesystem>   // path, exists
+#include <stdexcept>    // runtime_error
+#include <string>       // string, stoll, stod, stoull, to_string
+#include <type_traits>  // is_same_v
+#include <utility>      // move
+#include <vector>       // vector
 
 namespace cuda_agent::cli {
 
@@ -28,17 +29,34 @@ class UsageError : public std::runtime_error {
 
 namespace parsing {
 
-/// Whether all of `text` reads as a number of type `Number` through `convert` (one of
-/// std::stoll, std::stod, std::stoull); the value in `value`.
-template <typename Number, typename Convert>
-bool reads_as(const std::string& text, Convert convert, Number& value) {
+/// Whether all of `text` reads as a `Number` (long long, unsigned long long or double); the
+/// value in `value`.
+template <typename Number>
+bool reads_as(const std::string& text, Number& value) {
   std::size_t used = 0;
   try {
-    value = static_cast<Number>(convert(text, &used));
+    if constexpr (std::is_same_v<Number, double>)
+      value = std::stod(text, &used);
+    else if constexpr (std::is_same_v<Number, unsigned long long>)
+      value = std::stoull(text, &used);
+    else
+      value = std::stoll(text, &used);
   } catch (const std::exception&) {
     return false;
   }
   return used == text.size() && !text.empty();
+}
+
+/// A check that the text reads as a `Number` that `fits`; else "expects <what>, not '<text>'".
+template <typename Number, typename Fits>
+CLI::Validator number_check(Fits fits, std::string what, std::string name) {
+  return CLI::Validator(
+      [fits, what = std::move(what)](std::string& text) -> std::string {
+        Number value{};
+        if (reads_as(text, value) && fits(value)) return {};
+        return "expects " + what + ", not '" + text + "'";
+      },
+      "", std::move(name));
 }
 
 inline std::string listed(const std::vector<std::string>& choices) {
@@ -52,45 +70,20 @@ inline std::string listed(const std::vector<std::string>& choices) {
 
 /// A whole number from `low` to `high`.
 inline CLI::Validator whole_number(long long low, long long high) {
-  return CLI::Validator(
-      [low, high](std::string& text) -> std::string {
-        long long value = 0;
-        if (parsing::reads_as(
-                text, [](const std::string& s, std::size_t* used) { return std::stoll(s, used); }, value) &&
-            value >= low && value <= high)
-          return {};
-        return "expects a whole number from " + std::to_string(low) + " to " + std::to_string(high) + ", not '" + text +
-               "'";
-      },
-      "", "whole number");
+  return parsing::number_check<long long>([low, high](long long value) { return value >= low && value <= high; },
+                                          "a whole number from " + std::to_string(low) + " to " + std::to_string(high),
+                                          "whole number");
 }
 
 /// A number above zero.
 inline CLI::Validator positive_number() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double value = 0;
-        if (parsing::reads_as(
-                text, [](const std::string& s, std::size_t* used) { return std::stod(s, used); }, value) &&
-            value > 0)
-          return {};
-        return "expects a positive number, not '" + text + "'";
-      },
-      "", "positive number");
+  return parsing::number_check<double>([](double value) { return value > 0; }, "a positive number", "positive number");
 }
 
 /// A fraction strictly between 0 and 1.
 inline CLI::Validator fraction() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double value = 0;
-        if (parsing::reads_as(
-                text, [](const std::string& s, std::size_t* used) { return std::stod(s, used); }, value) &&
-            value > 0 && value < 1)
-          return {};
-        return "expects a fraction between 0 and 1 (0.05 for 5%), not '" + text + "'";
-      },
-      "", "fraction");
+  return parsing::number_check<double>([](double value) { return value > 0 && value < 1; },
+                                       "a fraction between 0 and 1 (0.05 for 5%)", "fraction");
 }
 
 /// One of `choices`, written out in the message and in the help ("auto, cuda or cpu").
@@ -105,18 +98,20 @@ inline CLI::Validator one_of(std::vector<std::string> choices) {
       "", "choice");
 }
 
-/// The seeds of `--seeds A,B,...`: each from 0 to 2^32 - 1.
+/// One seed, from 0 to 2^32 - 1.
+inline std::uint32_t seed_from(const std::string& option, const std::string& text) {
+  unsigned long long value = 0;
+  if (!parsing::reads_as(text, value) || value > 0xffffffffULL || text.front() == '-')
+    throw UsageError(option + " expects seeds from 0 to 4294967295, not '" + text + "'");
+  return static_cast<std::uint32_t>(value);
+}
+
+/// The seeds of `--seeds A,B,...`.
 inline std::vector<std::uint32_t> seeds_from(const std::string& option, const std::string& list) {
   std::vector<std::uint32_t> seeds;
   for (std::size_t start = 0; start <= list.size();) {
     const std::size_t comma = list.find(',', start);
-    const std::string text = list.substr(start, comma - start);
-    unsigned long long value = 0;
-    if (!parsing::reads_as(
-            text, [](const std::string& s, std::size_t* used) { return std::stoull(s, used); }, value) ||
-        value > 0xffffffffULL || text.front() == '-')
-      throw UsageError(option + " expects seeds from 0 to 4294967295, not '" + text + "'");
-    seeds.push_back(static_cast<std::uint32_t>(value));
+    seeds.push_back(seed_from(option, list.substr(start, comma - start)));
     if (comma == std::string::npos) break;
     start = comma + 1;
   }

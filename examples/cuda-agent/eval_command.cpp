@@ -137,7 +137,7 @@ void complete(EvalOptions& options) {
   if (!std::filesystem::is_directory(options.candidate))
     throw UsageError(options.candidate.string() + " is not a directory (expected model_new.py and kernels/ in it)");
   if (!options.seeds_list.empty()) options.seeds = seeds_from("--seeds", options.seeds_list);
-  if (!options.init_seed_text.empty()) options.init_seed = seeds_from("--init-seed", options.init_seed_text).front();
+  if (!options.init_seed_text.empty()) options.init_seed = seed_from("--init-seed", options.init_seed_text);
   if (options.seeds.size() > static_cast<std::size_t>(options.input_sets))
     options.input_sets = static_cast<int>(options.seeds.size());
   if (options.device.empty())
