@@ -112,9 +112,13 @@ TEST_CASE("outputs on the GPU are compared on the GPU", "[torch][gpu]") {
   if (!at::hasCUDA()) CUDA_AGENT_SKIP("no CUDA device: libtorch sees no GPU here");
   const at::Tensor reference = grid(64, 64).cuda();
   at::Tensor candidate = reference.clone();
-  candidate[63][0] -= 1.0;
+  // The reference there is 576, so the default tolerance allows 5.77: the error must exceed that.
+  candidate[63][0] -= 100.0;
+  candidate[10][10] += 0.5;  // 92.9 there: inside atol + rtol |x|
   const ca::OutputCheck check = ca::check_output(reference, candidate);
   REQUIRE(check.reason == ca::RejectionReason::value_mismatch);
   CHECK((check.first_index == std::vector<std::int64_t>{63, 0}));
+  CHECK(check.mismatches == 1);
+  CHECK(std::abs(check.max_abs_error - 100.0) < 1e-3);
   CHECK(ca::check_output(reference, reference.cpu()).reason == ca::RejectionReason::device_mismatch);
 }
