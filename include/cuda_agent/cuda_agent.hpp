@@ -43,7 +43,9 @@
 
 // compile/, verify/, profile/: each with the tool that drives it.
 #include "cuda_agent/compile/compile_driver.hpp"
+#include "cuda_agent/compile/compile_options.hpp"
 #include "cuda_agent/compile/compile_tool.hpp"
+#include "cuda_agent/compile/toolchain.hpp"
 #include "cuda_agent/profile/harness_profiler.hpp"
 #include "cuda_agent/profile/profile_report.hpp"
 #include "cuda_agent/profile/profile_tool.hpp"
@@ -63,5 +65,8 @@
 #include "cuda_agent/agent/agent_observer.hpp"
 #include "cuda_agent/agent/agent_report.hpp"
 #include "cuda_agent/agent/agent_result.hpp"
+#include "cuda_agent/agent/budget.hpp"
 #include "cuda_agent/agent/context_window.hpp"
 #include "cuda_agent/agent/optimize.hpp"
+#include "cuda_agent/agent/prompts.hpp"
+#include "cuda_agent/agent/resume.hpp"

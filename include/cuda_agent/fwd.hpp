@@ -160,10 +160,14 @@ struct CandidateSources;
 // library_policy.hpp
 struct LibraryPolicy;
 
-// compile/compile_driver.hpp
+// compile/compile_options.hpp
 class CompileDriverError;
 struct CompileOptions;
+
+// compile/toolchain.hpp
 struct Toolchain;
+
+// compile/compile_driver.hpp
 struct SandboxRequirements;
 // CompileDriver<S> is constrained by the Sandbox concept: include compile/compile_driver.hpp.
 
@@ -203,8 +207,11 @@ class AgentObserver;
 struct CallbackObserver;
 class TerminalProgress;
 
-// agent/agent_loop.hpp
+// agent/budget.hpp
 struct AgentBudget;
+struct SpentBudget;
+
+// agent/agent_loop.hpp
 struct AgentOptions;
 
 // agent/optimize.hpp

@@ -21,37 +21,40 @@
 ///
 /// Each component is a template parameter satisfying its concept, so hosts replace any of
 /// them; the type-erased `Any*` wrappers work too.
+///
+/// This header holds the loop. Its limits and prices are in budget.hpp, the text the
+/// model reads from the loop in prompts.hpp, and what resuming needs besides replaying
+/// the trajectory in resume.hpp.
 
-#include <algorithm>     // any_of, find_if
-#include <chrono>        // steady_clock, duration
-#include <concepts>      // convertible_to, same_as
-#include <cstddef>       // size_t
-#include <cstdint>       // int64_t
-#include <cstdio>        // snprintf
-#include <exception>     // exception
-#include <filesystem>    // path, create_directories, exists, copy
-#include <fstream>       // ofstream
-#include <functional>    // function
-#include <iterator>      // begin, end
-#include <memory>        // unique_ptr, make_unique
-#include <optional>      // optional
-#include <set>           // set
-#include <stdexcept>     // invalid_argument, runtime_error
-#include <stop_token>    // stop_token
-#include <string>        // string
-#include <string_view>   // string_view
-#include <system_error>  // error_code
-#include <utility>       // move
-#include <vector>        // vector
+#include <algorithm>   // any_of, find_if
+#include <chrono>      // steady_clock, duration
+#include <concepts>    // convertible_to, same_as
+#include <cstddef>     // size_t
+#include <cstdint>     // int64_t
+#include <exception>   // exception
+#include <filesystem>  // path, create_directories, exists, copy
+#include <fstream>     // ofstream
+#include <functional>  // function
+#include <memory>      // unique_ptr, make_unique
+#include <optional>    // optional
+#include <set>         // set
+#include <stdexcept>   // invalid_argument, runtime_error
+#include <stop_token>  // stop_token
+#include <string>      // string
+#include <utility>     // move
+#include <vector>      // vector
 
 #include <nlohmann/json.hpp>
 
 #include "cuda_agent/agent/agent_observer.hpp"
 #include "cuda_agent/agent/agent_report.hpp"
 #include "cuda_agent/agent/agent_result.hpp"
+#include "cuda_agent/agent/budget.hpp"
 #include "cuda_agent/agent/context_window.hpp"
 #include "cuda_agent/agent/detail/candidate_files.hpp"
 #include "cuda_agent/agent/detail/stuck_detector.hpp"
+#include "cuda_agent/agent/prompts.hpp"
+#include "cuda_agent/agent/resume.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/evaluator.hpp"
 #include "cuda_agent/llm_client.hpp"
@@ -80,19 +83,6 @@ concept ToolSet = requires(T& tools, const T& const_tools, const ToolCall& call,
 };
 
 static_assert(ToolSet<ToolRegistry>);
-
-/// Limits of one episode. Unset limits do not apply.
-struct AgentBudget {
-  /// Model answers; 200 as in the paper's evaluation.
-  int max_turns = 200;
-  std::optional<std::chrono::seconds> wall_time;
-  /// Needs a backend that reports cost, or the prices below.
-  std::optional<double> max_cost_usd;
-  std::optional<std::int64_t> max_total_tokens;
-  /// Prices for backends that report tokens but no cost.
-  std::optional<double> usd_per_million_prompt_tokens;
-  std::optional<double> usd_per_million_completion_tokens;
-};
 
 /// Whether a finished tool call verified the candidate (the trigger for a trusted
 /// evaluation when the candidate changed).
@@ -153,21 +143,6 @@ struct AgentOptions {
   bool write_reports = true;
 };
 
-/// The task as the model first reads it: what to optimize, where, and how it is judged.
-[[nodiscard]] inline std::string default_task_prompt(const Task& task, const std::filesystem::path& workspace) {
-  std::string text = "Task: " + task.name + "\n\n";
-  text += "Your workspace is " + workspace.string() +
-          " (the working directory of every command). The reference implementation is model.py "
-          "(read-only):\n\n```python\n" +
-          task.reference_source + (task.reference_source.ends_with('\n') ? "" : "\n") + "```\n\n";
-  text +=
-      "Write CUDA kernels under kernels/ and a ModelNew that uses them in model_new.py, as SKILL.md describes. "
-      "Compile, verify and profile as often as you like. Whenever you have verified a change, a trusted "
-      "evaluation scores your candidate in a clean copy, and once more at the end; the best trusted result "
-      "is your answer. When you are done, call Finish, or reply without calling a tool.";
-  return text;
-}
-
 /// The ReAct loop. `run` starts an episode, `resume` continues one from its trajectory.
 /// One object runs one episode at a time; observers are called on the thread that runs it.
 template <LlmClient Client, ToolSet Tools, Sandbox SandboxType, Evaluator EvaluatorType, RewardPolicy Policy>
@@ -202,7 +177,8 @@ class AgentLoop {
   /// holds a trajectory: continue it with `resume`, or choose another directory.
   EpisodeResult run(const Task& task, const std::filesystem::path& workspace, std::stop_token cancellation = {}) {
     Episode episode = open_episode(task, workspace, std::move(cancellation), false);
-    const std::string system = options_.system_prompt ? options_.system_prompt(task, workspace) : read_skill(workspace);
+    const std::string system =
+        options_.system_prompt ? options_.system_prompt(task, workspace) : detail::read_skill(workspace);
     const std::string prompt =
         options_.task_prompt ? options_.task_prompt(task, workspace) : default_task_prompt(task, workspace);
     record_message(episode, Message::system(system), ContextRole::pinned);
@@ -223,7 +199,7 @@ class AgentLoop {
                                   "; start the episode with run()");
     const std::vector<nlohmann::json> events = TrajectoryWriter::read_events(trajectory_path());
     Episode episode = open_episode(task, workspace, std::move(cancellation), true);
-    const Restored restored = restore(episode, events);
+    const detail::RestoredEpisode restored = restore(episode, events);
     if (restored.finished && !resumable(restored.finish_reason)) {
       episode.stop = restored.finish_reason;
       episode.stop_message = restored.finish_message;
@@ -313,7 +289,7 @@ class AgentLoop {
     episode.tool_context.set_cancellation(cancellation);
     episode.tool_context.set_sandbox(SandboxRef(sandbox_));
     episode.specs = tools_.specs();
-    if (options_.offer_finish_tool) episode.specs.push_back(finish_tool_spec());
+    if (options_.offer_finish_tool) episode.specs.push_back(detail::finish_tool_spec());
     episode.window.set_fixed_characters(nlohmann::json(episode.specs).dump().size());
     episode.resumed = resuming;
     if (!resuming) {
@@ -324,16 +300,6 @@ class AgentLoop {
       episode.trajectory->append(std::move(header));
     }
     return episode;
-  }
-
-  [[nodiscard]] static ToolSpec finish_tool_spec() {
-    return {"Finish",
-            "Declare that you are done with the task. Call it once your best candidate is in model_new.py and "
-            "kernels/. The answer that counts is the best candidate the trusted evaluation scored during the "
-            "episode, so a later, worse edit does not lose an earlier, better result.",
-            {{"type", "object"},
-             {"properties", {{"summary", {{"type", "string"}, {"description", "What you did and what you found."}}}}},
-             {"additionalProperties", false}}};
   }
 
   [[nodiscard]] nlohmann::json settings_json(const std::filesystem::path& workspace) const {
@@ -360,15 +326,6 @@ class AgentLoop {
     return settings;
   }
 
-  [[nodiscard]] static std::string read_skill(const std::filesystem::path& workspace) {
-    const std::filesystem::path skill = workspace / "SKILL.md";
-    if (!std::filesystem::is_regular_file(skill))
-      throw std::invalid_argument("the workspace " + workspace.string() +
-                                  " has no SKILL.md: materialize the workspace first, or set "
-                                  "AgentOptions::system_prompt");
-    return detail::read_file(skill);
-  }
-
   // --- the loop ---------------------------------------------------------------------------
 
   void drive(Episode& episode) {
@@ -381,9 +338,7 @@ class AgentLoop {
       if (!response) break;
       if (response->message.tool_calls.empty()) {
         if (response->finish_reason == FinishReason::length) {
-          record_message(episode,
-                         Message::user("Your answer was cut off by the output limit. Continue where you stopped; "
-                                       "keep tool calls short enough to fit."));
+          record_message(episode, Message::user(std::string(detail::output_cut_off_note)));
           notify_turn_end(episode, *response);
           continue;
         }
@@ -433,20 +388,10 @@ class AgentLoop {
   }
 
   bool budget_exhausted(Episode& episode) {
-    const AgentBudget& budget = options_.budget;
     if (episode.cancellation.stop_requested())
       stop(episode, StopReason::cancelled, "the episode was cancelled");
-    else if (episode.turn >= budget.max_turns)
-      stop(episode, StopReason::turn_limit, "the budget of " + std::to_string(budget.max_turns) + " turns is spent");
-    else if (budget.wall_time && episode.elapsed_s() >= static_cast<double>(budget.wall_time->count()))
-      stop(episode, StopReason::time_limit,
-           "the wall-time budget of " + std::to_string(budget.wall_time->count()) + " s is spent");
-    else if (budget.max_cost_usd && episode.usage.cost_usd && *episode.usage.cost_usd >= *budget.max_cost_usd)
-      stop(episode, StopReason::cost_limit,
-           "the money budget of $" + std::to_string(*budget.max_cost_usd) + " is spent");
-    else if (budget.max_total_tokens && episode.usage.total_tokens() >= *budget.max_total_tokens)
-      stop(episode, StopReason::token_limit,
-           "the budget of " + std::to_string(*budget.max_total_tokens) + " tokens is spent");
+    else if (const auto spent = spent_budget(options_.budget, episode.turn, episode.elapsed_s(), episode.usage))
+      stop(episode, spent->reason, spent->message);
     return episode.stop.has_value();
   }
 
@@ -496,7 +441,7 @@ class AgentLoop {
         const double duration_ms =
             std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
         episode.window.calibrate(response.usage.prompt_tokens, characters);
-        price(response.usage);
+        price_usage(options_.budget, response.usage);
         episode.usage += response.usage;
         nlohmann::json event = trajectory_event::assistant(episode.turn, response, duration_ms);
         episode.trajectory->append(std::move(event));
@@ -523,16 +468,6 @@ class AgentLoop {
     }
   }
 
-  void price(Usage& usage) const {
-    if (usage.cost_usd) return;
-    const AgentBudget& budget = options_.budget;
-    if (!budget.usd_per_million_prompt_tokens && !budget.usd_per_million_completion_tokens) return;
-    usage.cost_usd =
-        (static_cast<double>(usage.prompt_tokens) * budget.usd_per_million_prompt_tokens.value_or(0) +
-         static_cast<double>(usage.completion_tokens) * budget.usd_per_million_completion_tokens.value_or(0)) /
-        1e6;
-  }
-
   /// Runs one call and answers it. Returns true if it was the Finish call.
   bool run_tool_call(Episode& episode, const ToolCall& call) {
     for (AgentObserver* observer : observers_) observer->on_tool_start(episode.turn, call);
@@ -542,7 +477,7 @@ class AgentLoop {
     if (episode.cancellation.stop_requested()) {
       result = ToolResult::error("Not run: the episode was cancelled.");
     } else if (is_finish) {
-      result = ToolResult::success("Finishing. The best candidate scored by the trusted evaluation is the answer.");
+      result = ToolResult::success(std::string(detail::finish_answer));
     } else {
       try {
         result = tools_.invoke(call, episode.tool_context);
@@ -559,8 +494,7 @@ class AgentLoop {
           result.content.size() - std::min(result.content.size(), content.size());
     note_outcome(episode, call, result);
     if (options_.stuck_repeat_limit > 1 && episode.stuck_failures + 1 == options_.stuck_repeat_limit)
-      content += "\n\n[This exact call has now failed " + std::to_string(episode.stuck_failures) +
-                 " times in a row. Another identical failure ends the episode: change your approach.]";
+      content += detail::stuck_warning(episode.stuck_failures);
 
     const Message message = Message::tool_result(call.id, call.name, std::move(content), result.is_error);
     episode.trajectory->append(trajectory_event::tool_result(episode.turn, message, duration_ms, result.metadata));
@@ -639,45 +573,13 @@ class AgentLoop {
     episode.trajectory->append(std::move(event));
     for (AgentObserver* observer : observers_) observer->on_evaluation(candidate, is_best);
     if (during_episode && options_.report_evaluations_to_model)
-      record_message(episode, Message::user(describe_evaluation(candidate, *episode.best_candidate(), is_best)),
+      record_message(episode, Message::user(detail::describe_evaluation(candidate, *episode.best_candidate(), is_best)),
                      is_best ? ContextRole::best_result : ContextRole::normal);
   }
 
   void publish_best(const ScoredCandidate& candidate) {
     const std::filesystem::path best = options_.output_directory / "best";
     detail::snapshot_candidate(candidate.directory, best);
-  }
-
-  [[nodiscard]] static std::string describe_evaluation(const ScoredCandidate& candidate, const ScoredCandidate& best,
-                                                       bool is_best) {
-    char number[64];
-    std::snprintf(number, sizeof number, "%g", candidate.reward.value);
-    std::string text = "[Trusted evaluation of your candidate as of turn " + std::to_string(candidate.turn) +
-                       " (files " + candidate.hash.substr(0, 12) + "): reward " + number + " (" +
-                       candidate.reward.label + ")";
-    if (!candidate.reward.explanation.empty()) text += ": " + candidate.reward.explanation;
-    text += ".";
-    const Evaluation& evaluation = candidate.evaluation;
-    if (const auto rejection = evaluation.rejection()) {
-      text += " Rejected (" + std::string(to_string(rejection->reason)) +
-              "): " + cap_observation(rejection->message, 600) + ".";
-    }
-    for (const char* baseline : {"eager", "compile"}) {
-      if (const auto estimate = speedup_over(evaluation, baseline)) {
-        std::snprintf(number, sizeof number, " %.2fx vs %s [%.2f, %.2f] %s.", estimate->speedup, baseline,
-                      estimate->interval_low, estimate->interval_high,
-                      std::string(to_string(estimate->verdict)).c_str());
-        text += number;
-      }
-    }
-    if (is_best) {
-      text += " This is the best result so far.";
-    } else {
-      std::snprintf(number, sizeof number, "%g", best.reward.value);
-      text += " The best so far remains turn " + std::to_string(best.turn) + " (files " + best.hash.substr(0, 12) +
-              ", reward " + number + ").";
-    }
-    return text + "]";
   }
 
   // --- finishing --------------------------------------------------------------------------
@@ -717,24 +619,8 @@ class AgentLoop {
 
   // --- resuming ---------------------------------------------------------------------------
 
-  [[nodiscard]] static bool resumable(StopReason reason) noexcept {
-    return reason != StopReason::completed && reason != StopReason::stuck && reason != StopReason::context_exhausted;
-  }
-
-  struct Restored {
-    bool finished = false;
-    StopReason finish_reason = StopReason::completed;
-    std::string finish_message;
-    std::vector<ToolCall> unanswered;
-    ChatResponse last_response;
-    bool finish_called = false;
-    bool model_stopped = false;
-    /// The last turn whose end (scoring, budget record) was recorded.
-    int closed_turn = -1;
-  };
-
-  Restored restore(Episode& episode, const std::vector<nlohmann::json>& events) {
-    Restored restored;
+  detail::RestoredEpisode restore(Episode& episode, const std::vector<nlohmann::json>& events) {
+    detail::RestoredEpisode restored;
     bool seen_header = false;
     std::set<std::string> answered;
     for (const nlohmann::json& event : events) {
@@ -765,7 +651,7 @@ class AgentLoop {
           if (call == restored.unanswered.end()) continue;
           const ToolResult result{message.content, message.is_error, event.value("metadata", nlohmann::json::object())};
           note_outcome(episode, *call, result);
-          restore_file_knowledge(episode, *call, result);
+          detail::restore_file_knowledge(episode.workspace, episode.tool_context, *call, result);
           if (options_.offer_finish_tool && call->name == "Finish") restored.finish_called = true;
           restored.unanswered.erase(call);
         } else if (message.role == Role::user) {
@@ -799,22 +685,6 @@ class AgentLoop {
       throw std::invalid_argument("cannot resume " + trajectory_path().string() + ": it has no header event");
     episode.started = std::chrono::steady_clock::now();
     return restored;
-  }
-
-  /// File tools refuse to overwrite what the model has not read in this episode; a
-  /// resumed episode knows what it read before the crash.
-  static void restore_file_knowledge(Episode& episode, const ToolCall& call, const ToolResult& result) {
-    if (result.is_error) return;
-    static constexpr std::string_view file_tools[] = {"Read", "Write", "Edit", "MultiEdit"};
-    if (std::find(std::begin(file_tools), std::end(file_tools), call.name) == std::end(file_tools)) return;
-    const auto path_argument = call.arguments.find("file_path");
-    if (path_argument == call.arguments.end() || !path_argument->is_string()) return;
-    std::filesystem::path path = path_argument->get<std::string>();
-    if (path.is_relative()) path = episode.workspace / path;
-    std::error_code error;
-    const std::filesystem::path resolved = std::filesystem::weakly_canonical(path, error);
-    const auto modified = std::filesystem::last_write_time(error ? path : resolved, error);
-    if (!error) episode.tool_context.record_read(resolved, modified);
   }
 
   Client client_;
