@@ -166,13 +166,15 @@ def _prewarm_one(arguments: tuple[str, str, str, str, bool]) -> tuple[str, float
 
         pin_compiled_kernels(torch, pinned)
 
-        from cuda_agent_harness import timing, timing_session
+        from cuda_agent_harness.timing import contender_timer, devices, input_sets
+        from cuda_agent_harness.modules import load_module
+        from cuda_agent_harness.timing.request import _compile_mode, build_reference_model
 
-        device = timing.make_device(torch, device_kind)
-        reference = timing_session.load_module(task_path, "cuda_agent_reference")
-        model = timing_session.build_reference_model(torch, reference, 0, device)
-        compiled = torch.compile(model, mode=timing_session._compile_mode({"mode": mode}), backend=backend)
-        timer = timing.ContenderTimer("compile", compiled, device, timing.InputFactory(reference.get_inputs, device))
+        device = devices.make_device(torch, device_kind)
+        reference = load_module(task_path, "cuda_agent_reference")
+        model = build_reference_model(torch, reference, 0, device)
+        compiled = torch.compile(model, mode=_compile_mode({"mode": mode}), backend=backend)
+        timer = contender_timer.ContenderTimer("compile", compiled, device, input_sets.InputFactory(reference.get_inputs, device))
         timer.warm_up(1, min_calls=2, min_seconds=0.0)
         del timer, compiled, model
         if device_kind == "cuda":

@@ -144,29 +144,29 @@ def main() -> int:
 
     import torch
 
-    from cuda_agent_harness import timing
+    from cuda_agent_harness.timing import contender_timer, devices, input_sets, sampling
 
     device_kind = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
     budget = benchlib.Budget(0)
-    device = timing.make_device(torch, device_kind)
+    device = devices.make_device(torch, device_kind)
     pool = pool_release(device, arguments.pool_release_default)
     constants = device.measure_timing_constants()
     print(f"fidelity on {device.describe()['name']}: flush {device.flush_bytes / MIB:.0f} MiB, "
           f"launch leak {constants['launch_leak_us']:.2f} µs, escape floor {constants['floor_us']:.2f} µs, memory pool {pool}")
     rows = []
     for name, get_inputs, function in workloads(torch, device_kind):
-        make_inputs = timing.InputFactory(get_inputs, device)
-        timer = timing.ContenderTimer(name, function, device, make_inputs)
+        make_inputs = input_sets.InputFactory(get_inputs, device)
+        timer = contender_timer.ContenderTimer(name, function, device, make_inputs)
         timer.warm_up(1, min_seconds=0.05)
         per_call = timer.calibrate(2, samples=5)
-        regime, _ = timing.choose_regime({name: per_call}, device.supports_graphs)
-        calls = 1 if regime == timing.PER_CALL else timing.choose_calls_per_sample(per_call, timer.bytes_per_call(3))
+        regime, _ = sampling.choose_regime({name: per_call}, device.supports_graphs)
+        calls = 1 if regime == sampling.PER_CALL else sampling.choose_calls_per_sample(per_call, timer.bytes_per_call(3))
         try:
             timer.configure(regime, calls, seed=4)
-        except timing.CaptureFailed:
-            regime = timing.BATCHED
+        except sampling.CaptureFailed:
+            regime = sampling.BATCHED
             timer.configure(regime, calls, seed=4)
-        taken = [timer.sample(timing.derive_seed(5, index)) for index in range(arguments.samples)]
+        taken = [timer.sample(input_sets.derive_seed(5, index)) for index in range(arguments.samples)]
         samples = [each.time_us for each in taken]
         profiled = statistics.median(samples)
         known = [each.covered for each in taken if each.covered is not None]
@@ -174,7 +174,7 @@ def main() -> int:
         if device_kind == "cuda":
             lead = statistics.median(each.lead_us for each in taken) or device.CALIBRATION_LEAD_US
             reference = graph_device_time(torch, device, function, inputs, per_call, lead,
-                                          inputs_after_flush=regime != timing.CUDA_GRAPH)
+                                          inputs_after_flush=regime != sampling.CUDA_GRAPH)
         else:
             reference = host_device_time(torch, device, function, inputs)
         ratio = profiled / reference if reference > 0 else float("nan")

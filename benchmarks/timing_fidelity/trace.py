@@ -88,10 +88,10 @@ def main(argv: list[str] | None = None) -> int:
 
     import torch
 
-    from cuda_agent_harness import timing
+    from cuda_agent_harness.timing import contender_timer, devices, input_sets
 
     device_kind = arguments.device or ("cuda" if benchlib.gpu_present() else "cpu")
-    device = timing.make_device(torch, device_kind)
+    device = devices.make_device(torch, device_kind)
     pool = fidelity.pool_release(device, arguments.pool_release_default)
     constants = device.measure_timing_constants()
     print(f"trace on {device.describe()['name']}: escape floor {constants['floor_us']:.2f} µs, "
@@ -100,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
     if device_kind == "cuda":
         activities.append(torch.profiler.ProfilerActivity.CUDA)
     for name, get_inputs, function in chosen(fidelity.workloads(torch, device_kind), arguments.workloads):
-        timer = timing.ContenderTimer(name, function, device, timing.InputFactory(get_inputs, device))
+        timer = contender_timer.ContenderTimer(name, function, device, input_sets.InputFactory(get_inputs, device))
         timer.warm_up(1)
         for index in range(3):  # the lead is measured and settles before the profiler starts
-            timer.sample(timing.derive_seed(2, index))
+            timer.sample(input_sets.derive_seed(2, index))
         with torch.profiler.profile(activities=activities) as profiler:
-            taken = [timer.sample(timing.derive_seed(3, index)) for index in range(arguments.samples)]
+            taken = [timer.sample(input_sets.derive_seed(3, index)) for index in range(arguments.samples)]
         print(f"\n{name}: {arguments.samples} samples, lead {taken[-1].lead_us:.0f} µs")
         for number, sample in enumerate(taken):
             print(f"  sample {number}: window {sample.raw_us:.2f} µs, host wait after it {sample.gap_us:.2f} µs, "

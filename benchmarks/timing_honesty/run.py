@@ -222,7 +222,7 @@ def main() -> int:
 
     import torch
 
-    from cuda_agent_harness import timing_session
+    from cuda_agent_harness.timing.session import run_locally
 
     # The sessions are forked from this process and compile with its inductor settings.
     benchlib.pin_compiled_kernels(torch, arguments.compile_kernels == "pinned")
@@ -252,7 +252,7 @@ def main() -> int:
                 reference, candidate = session_requests(task_path, device, kind, arguments, cache_directory,
                                                         rng.getrandbits(62), limit_s)
                 began = budget.elapsed()
-                session = timing_session.run_locally(reference, candidate, fork=True, fork_reference=True)
+                session = run_locally(reference, candidate, fork=True, fork_reference=True)
                 if session.get("elapsed_s") is not None:
                     outside.append(max(0.0, budget.elapsed() - began - float(session["elapsed_s"])))
                 spent = session.get("time_budget") or {}

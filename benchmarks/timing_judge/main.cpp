@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Judges timing sessions with the library's statistics, for the Python-driven timing
 // benchmarks (timing_honesty, timing_fidelity): reads JSON lines, one request per line,
-//   {"session": <timing_session.py reference result>, "repetition": <index or null>,
+//   {"session": <timing/session.py reference result>, "repetition": <index or null>,
 //    "threshold": 0.05}
 // and writes one ProfileResult (JSON) per line. With "repetition", that repetition's
 // rounds stand in for the session's first ones.

@@ -3,7 +3,7 @@
 
     python3 <harness>/profile_kernels.py [--target reference|candidate|both] [--compile] [--top N]
 
-See cuda_agent_harness/kernel_table.py for every option.
+See cuda_agent_harness/timing/kernel_table.py for every option.
 """
 
 import os
@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from cuda_agent_harness.kernel_table import main  # noqa: E402
+from cuda_agent_harness.timing.kernel_table import main  # noqa: E402
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -6,7 +6,9 @@ distribution rescues is unfit to be scored; a sound task needs nothing."""
 import random
 import types
 
-from cuda_agent_harness import audit, compare, models
+from cuda_agent_harness.verify import audit
+from cuda_agent_harness.checks import compare
+from cuda_agent_harness import models
 
 
 def task(forward: str, inputs: str, init: str = "", init_inputs: str = "[]"):

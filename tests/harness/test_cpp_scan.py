@@ -6,8 +6,8 @@ import textwrap
 
 import pytest
 
-from cuda_agent_harness import operators
-from cuda_agent_harness.cpp_scan import device_ranges, scan_cpp, strip_cpp
+from cuda_agent_harness.verify import operators
+from cuda_agent_harness.checks.cpp_scan import device_ranges, scan_cpp, strip_cpp
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 PRELUDE = "#include <torch/extension.h>\n"
@@ -236,7 +236,7 @@ def test_only_conditions_false_on_the_host_mark_device_code(condition):
 
 
 def test_a_header_the_host_compiler_includes_is_host_code():
-    from cuda_agent_harness.scan import scan
+    from cuda_agent_harness.checks.scan import scan
     header = '__device__ inline unsigned lane() { unsigned l; asm volatile("mov.u32 %0, %%laneid;" : "=r"(l)); return l; }\n'
     files = {"model_new.py": "import torch\n", "kernels/lane.cuh": header,
              "kernels/k.cu": '#include "lane.cuh"\n', "kernels/binding.cpp": PRELUDE + "int x = 0;\n"}
@@ -359,7 +359,7 @@ def test_the_link_policys_torch_operators_cover_the_guards_allowlist():
 
     import torch
 
-    from cuda_agent_harness.guard import ALLOWED_ATEN
+    from cuda_agent_harness.checks.guard import ALLOWED_ATEN
 
     header = (REPOSITORY / "include" / "cuda_agent" / "library_policy.hpp").read_text()
     table = header[header.index("torch_operators_always_allowed[] = {"):]

@@ -10,8 +10,8 @@ import textwrap
 
 import pytest
 
-from cuda_agent_harness.grammar import Contract, check_model_new
-from cuda_agent_harness.scan import scan
+from cuda_agent_harness.checks.grammar import Contract, check_model_new
+from cuda_agent_harness.checks.scan import scan
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 ADVERSARIAL = os.path.join(ROOT, "tests", "adversarial")
@@ -606,7 +606,7 @@ def test_exploits_of_the_forward_guard_are_rejected_by_the_grammar(name):
 
 HOLES = [
     # Each of these passed the denylist scan that the grammar replaces.
-    "_guard = typing.sys.modules['cuda_agent_harness.guard']",
+    "_guard = typing.sys.modules['cuda_agent_harness.checks.guard']",
     "_modes = torch.nn.modules.module.torch.utils._python_dispatch._disable_current_modes",
     "_c = torch.nn.parameter.torch._C",
     "_threading = collections.abc.sys.modules['threading']",

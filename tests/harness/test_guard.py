@@ -6,8 +6,8 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from cuda_agent_harness import integrity
-from cuda_agent_harness.guard import ForbiddenOperation, ForwardGuard
+from cuda_agent_harness.checks import integrity
+from cuda_agent_harness.checks.guard import ForbiddenOperation, ForwardGuard
 
 
 def run_guarded(function):

@@ -5,8 +5,8 @@ memory the process holds from one call to the next."""
 import pytest
 import torch
 
-from cuda_agent_harness import hygiene
-from cuda_agent_harness.compare import POISON_BYTE
+from cuda_agent_harness.checks import hygiene
+from cuda_agent_harness.checks.compare import POISON_BYTE
 
 GiB = 1 << 30
 
@@ -85,7 +85,7 @@ def test_without_a_gate_only_the_marker_is_judged():
 
 
 def test_the_gate_outlasts_the_warm_forwards_within_its_bounds():
-    from cuda_agent_harness.candidate import Caller, Counters
+    from cuda_agent_harness.verify.candidate import Caller, Counters
 
     caller = Caller(model=None, device="cuda", counters=Counters(), baseline=None, policy={})
     assert caller.gate_us() == 2_000.0  # nothing measured yet

@@ -8,8 +8,9 @@ import os
 import pytest
 import torch
 
-from cuda_agent_harness import compare, tensorio
-from cuda_agent_harness.compare import Failure
+from cuda_agent_harness.checks import compare
+from cuda_agent_harness import tensorio
+from cuda_agent_harness.checks.compare import Failure
 
 
 def roundtrip(tmp_path, value):

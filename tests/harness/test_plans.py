@@ -8,9 +8,9 @@ import random
 import pytest
 import torch
 
-from cuda_agent_harness import plans
-from cuda_agent_harness.candidate import Placer
-from cuda_agent_harness.reference import Verification
+from cuda_agent_harness.verify import plans
+from cuda_agent_harness.verify.candidate import Placer
+from cuda_agent_harness.verify.reference import Verification
 
 import verification_support as support
 

@@ -5,7 +5,7 @@ import textwrap
 
 import pytest
 
-from cuda_agent_harness.scan import scan_cpp, scan_python, strip_cpp
+from cuda_agent_harness.checks.scan import scan_cpp, scan_python, strip_cpp
 
 REFERENCE = textwrap.dedent("""
     import torch.nn as nn

@@ -6,8 +6,8 @@ of "the output was never written"."""
 import pytest
 import torch
 
-from cuda_agent_harness import compare
-from cuda_agent_harness.compare import Failure
+from cuda_agent_harness.checks import compare
+from cuda_agent_harness.checks.compare import Failure
 
 import verification_support as support
 

@@ -46,7 +46,7 @@ class Worker:
         os.mkfifo(requests)
         os.mkfifo(replies)
         bootstrap = (f"import sys; sys.path.insert(0, {HARNESS!r}); "
-                     "from cuda_agent_harness.worker import main; sys.exit(main(sys.argv[1:]))")
+                     "from cuda_agent_harness.worker.startup import main; sys.exit(main(sys.argv[1:]))")
         self.process = subprocess.Popen([sys.executable, "-I", "-B", "-c", bootstrap, "--role", "reference",
                                          "--device", "cpu", "--requests", requests, "--replies", replies, *extra])
         # Neither open waits for the worker, which may fail before it opens its ends.

@@ -15,7 +15,8 @@ import random
 import subprocess
 import sys
 
-from cuda_agent_harness import compare
+import cuda_agent_harness
+from cuda_agent_harness.checks import compare
 
 RELU_TASK = """
 import torch
@@ -90,9 +91,9 @@ role, arguments, result_path = sys.argv[2], json.load(open(sys.argv[3])), sys.ar
 context = types.SimpleNamespace(device=arguments["device"], deadline=time.monotonic() + arguments.pop("timeout"))
 try:
     if role == "reference":
-        from cuda_agent_harness.reference import reference as handler
+        from cuda_agent_harness.verify.reference import reference as handler
     else:
-        from cuda_agent_harness.candidate import candidate as handler
+        from cuda_agent_harness.verify.candidate import candidate as handler
     result = handler(arguments, context)
 except BaseException as error:
     result = {"crashed": f"{type(error).__name__}: {error}"}
@@ -102,7 +103,7 @@ json.dump(result, open(result_path, "w"), default=str)
 
 def _start(role: str, arguments: dict, directory: pathlib.Path, timeout: float) -> subprocess.Popen:
     (directory / f"{role}-args.json").write_text(json.dumps(dict(arguments, timeout=timeout)))
-    harness = os.path.dirname(os.path.dirname(os.path.abspath(compare.__file__)))
+    harness = os.path.dirname(os.path.dirname(os.path.abspath(cuda_agent_harness.__file__)))
     return subprocess.Popen([sys.executable, "-c", _RUNNER, harness, role, str(directory / f"{role}-args.json"),
                              str(directory / f"{role}.json")])
 

@@ -10,7 +10,7 @@ import pytest
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "resources", "harness"))
 
-from cuda_agent_harness import baseline_cache  # noqa: E402
+from cuda_agent_harness.timing import baseline_cache  # noqa: E402
 
 KEY = dict(
     task_hash="ab" * 32,

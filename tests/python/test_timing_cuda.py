@@ -19,7 +19,8 @@ torch = pytest.importorskip("torch")
 if not torch.cuda.is_available():
     pytest.skip("no CUDA device", allow_module_level=True)
 
-from cuda_agent_harness import arena, timing, timing_session  # noqa: E402
+from cuda_agent_harness.timing import arena, contender_timer, devices, input_sets, sampling  # noqa: E402
+from cuda_agent_harness.timing.session import run_locally  # noqa: E402
 
 FIXTURES = os.path.join(HERE, "timing_fixtures")
 TASK = os.path.join(FIXTURES, "small_task.py")
@@ -28,7 +29,7 @@ POLICY = {"extra_allowed_operations": ["mul", "add", "relu", "clamp_min"]}
 
 @pytest.fixture(scope="module")
 def device():
-    return timing.make_device(torch, "cuda")
+    return devices.make_device(torch, "cuda")
 
 
 def test_the_flush_covers_at_least_twice_the_l2_the_device_reports(device):
@@ -68,9 +69,9 @@ def _sleeper(side_stream_joined: bool):
 
 def test_work_left_on_a_side_stream_is_charged_to_the_sample(device):
     device.measure_timing_constants()
-    factory = timing.InputFactory(lambda: [torch.randn(1024)], device)
-    escaping = timing.ContenderTimer("escaping", _sleeper(False), device, factory)
-    joined = timing.ContenderTimer("joined", _sleeper(True), device, factory)
+    factory = input_sets.InputFactory(lambda: [torch.randn(1024)], device)
+    escaping = contender_timer.ContenderTimer("escaping", _sleeper(False), device, factory)
+    joined = contender_timer.ContenderTimer("joined", _sleeper(True), device, factory)
     escaped = [escaping.sample(seed) for seed in range(5)]
     honest = [joined.sample(seed) for seed in range(5)]
     assert statistics.median(s.escape_us for s in escaped) > 300
@@ -82,13 +83,13 @@ def test_work_left_on_a_side_stream_is_charged_to_the_sample(device):
 
 def test_graph_timing_agrees_with_per_call_timing_for_a_long_kernel(device):
     device.measure_timing_constants()
-    factory = timing.InputFactory(lambda: [torch.randn(64 << 20)], device)
-    timer = timing.ContenderTimer("relu", torch.relu, device, factory)
+    factory = input_sets.InputFactory(lambda: [torch.randn(64 << 20)], device)
+    timer = contender_timer.ContenderTimer("relu", torch.relu, device, factory)
     timer.warm_up(1)
     samples = [timer.sample(seed) for seed in range(15)]
     assert sum(1 for s in samples if s.covered) >= 13, [(s.covered, s.lead_us, s.enqueue_us) for s in samples]
     per_call = statistics.median(s.time_us for s in samples)
-    timer.configure(timing.CUDA_GRAPH, 4, seed=3)
+    timer.configure(sampling.CUDA_GRAPH, 4, seed=3)
     graphed = statistics.median(timer.sample(seed).time_us for seed in range(15))
     assert len(timer.last_outputs) == 4
     assert abs(graphed / per_call - 1) < 0.05, (per_call, graphed)
@@ -96,14 +97,14 @@ def test_graph_timing_agrees_with_per_call_timing_for_a_long_kernel(device):
 
 def test_the_lead_keeps_the_host_dispatch_out_of_the_window(device):
     device.measure_timing_constants()
-    factory = timing.InputFactory(lambda: [torch.randn(64, 256)], device)
+    factory = input_sets.InputFactory(lambda: [torch.randn(64, 256)], device)
 
     def many_small_operators(x):  # 20 launches of a few µs of device time each
         for _ in range(10):
             x = x * 1.0001 + 0.5
         return x
 
-    timer = timing.ContenderTimer("dispatch-bound", many_small_operators, device, factory)
+    timer = contender_timer.ContenderTimer("dispatch-bound", many_small_operators, device, factory)
     timer.warm_up(1)
     samples = [timer.sample(seed) for seed in range(20)]
     assert sum(1 for s in samples if s.covered) >= 18, [(s.covered, s.lead_us) for s in samples]
@@ -130,14 +131,14 @@ def _reads_on_a_private_stream(finished: list):
 
 def test_work_started_on_a_private_stream_ahead_of_the_window_reads_stale_inputs(device):
     device.measure_timing_constants()
-    factory = timing.InputFactory(lambda: [torch.randn(1 << 20)], device)
+    factory = input_sets.InputFactory(lambda: [torch.randn(1 << 20)], device)
     finished: list = []
-    timer = timing.ContenderTimer("head-escape", _reads_on_a_private_stream(finished), device, factory)
+    timer = contender_timer.ContenderTimer("head-escape", _reads_on_a_private_stream(finished), device, factory)
     timer.warm_up(1)
     early = early_and_right = 0
     for seed in range(20):
         timer.sample(seed)
-        expected = factory(timing.derive_seed(seed, 0))[0] * 2
+        expected = factory(input_sets.derive_seed(seed, 0))[0] * 2
         ahead_us = -device._events[0].elapsed_time(finished[-1]) * 1000.0  # > 0: done before the window
         if ahead_us > 1.0:
             early += 1
@@ -165,7 +166,7 @@ def _session(candidate, **overrides):
     else:
         candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
     # CUDA is initialized in this process already: the candidate side starts afresh.
-    return timing_session.run_locally(request, candidate_request, fork=False)
+    return run_locally(request, candidate_request, fork=False)
 
 
 def test_a_gpu_session_switches_short_kernels_to_graphs_and_records_clocks():
@@ -173,7 +174,7 @@ def test_a_gpu_session_switches_short_kernels_to_graphs_and_records_clocks():
     assert result["ok"], result
     # A 64 x 256 ReLU takes a few µs of device time (its calibration leaves the host's
     # dispatch out), so every contender replays graphs.
-    assert result["regime"] == timing.CUDA_GRAPH, (result["regime_reason"], result["calibration_us"])
+    assert result["regime"] == sampling.CUDA_GRAPH, (result["regime_reason"], result["calibration_us"])
     assert all(entry["covered_share"] > 0.8 for entry in result["dispatch_cover"].values()), result["dispatch_cover"]
     assert result["calls_per_sample"] >= 2
     clocks = [each["samples"]["eager"]["clock_mhz"] for each in result["rounds"]]
@@ -190,7 +191,7 @@ def test_a_phase_detector_is_caught_on_the_gpu():
 _IMPORTER = """
 import sys, torch
 sys.path.insert(0, sys.argv[2])
-from cuda_agent_harness import arena
+from cuda_agent_harness.timing import arena
 torch.empty(1, device="cuda")
 shared = arena.receive_arena(torch, "cuda", sys.argv[1], 0, 30.0)
 values = shared.view(0, (1024,), torch.float32)

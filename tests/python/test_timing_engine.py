@@ -12,34 +12,34 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "resources", "harness"))
 
 torch = pytest.importorskip("torch")
-from cuda_agent_harness import timing  # noqa: E402
+from cuda_agent_harness.timing import contender_timer, devices, estimates, input_sets, lead_policy, sampling  # noqa: E402
 
 torch.set_num_threads(1)
 
 
 def test_any_short_contender_switches_every_contender():
-    regime, reason = timing.choose_regime({"eager": 900.0, "compile": 400.0, "candidate": 30.0}, graph_capable=True)
-    assert regime == timing.CUDA_GRAPH
+    regime, reason = sampling.choose_regime({"eager": 900.0, "compile": 400.0, "candidate": 30.0}, graph_capable=True)
+    assert regime == sampling.CUDA_GRAPH
     assert "candidate" in reason and "30.0" in reason
-    assert timing.choose_regime({"eager": 20.0, "candidate": 900.0}, graph_capable=False)[0] == timing.BATCHED
-    assert timing.choose_regime({"eager": 50.0, "candidate": 51.0}, graph_capable=True)[0] == timing.PER_CALL
-    assert timing.choose_regime({"eager": 10.0}, graph_capable=True, short_kernel_us=5.0)[0] == timing.PER_CALL
+    assert sampling.choose_regime({"eager": 20.0, "candidate": 900.0}, graph_capable=False)[0] == sampling.BATCHED
+    assert sampling.choose_regime({"eager": 50.0, "candidate": 51.0}, graph_capable=True)[0] == sampling.PER_CALL
+    assert sampling.choose_regime({"eager": 10.0}, graph_capable=True, short_kernel_us=5.0)[0] == sampling.PER_CALL
     with pytest.raises(ValueError):
-        timing.choose_regime({}, graph_capable=True)
+        sampling.choose_regime({}, graph_capable=True)
 
 
 def test_calls_per_sample_fill_the_target_within_memory():
-    assert timing.choose_calls_per_sample(10.0, bytes_per_call=1 << 20) == 100  # 1000 µs / 10 µs
-    assert timing.choose_calls_per_sample(0.5, bytes_per_call=1 << 20) == timing.DEFAULT_MAX_CALLS_PER_SAMPLE
-    assert timing.choose_calls_per_sample(10.0, bytes_per_call=1 << 30) == 2  # two sets fill 2 GiB
-    assert timing.choose_calls_per_sample(49.0, bytes_per_call=100) == 21
-    assert timing.choose_calls_per_sample(900.0, bytes_per_call=100) == 2  # never fewer than 2
+    assert sampling.choose_calls_per_sample(10.0, bytes_per_call=1 << 20) == 100  # 1000 µs / 10 µs
+    assert sampling.choose_calls_per_sample(0.5, bytes_per_call=1 << 20) == sampling.DEFAULT_MAX_CALLS_PER_SAMPLE
+    assert sampling.choose_calls_per_sample(10.0, bytes_per_call=1 << 30) == 2  # two sets fill 2 GiB
+    assert sampling.choose_calls_per_sample(49.0, bytes_per_call=100) == 21
+    assert sampling.choose_calls_per_sample(900.0, bytes_per_call=100) == 2  # never fewer than 2
 
 
 def test_median_interval_narrows_with_more_samples():
-    assert timing.median_interval([1.0] * 5) is None
-    wide = timing.median_interval([float(i) for i in range(10)])
-    narrow = timing.median_interval([float(i % 10) for i in range(1000)])
+    assert estimates.median_interval([1.0] * 5) is None
+    wide = estimates.median_interval([float(i) for i in range(10)])
+    narrow = estimates.median_interval([float(i % 10) for i in range(1000)])
     assert wide[0] < 4.5 < wide[1]
     assert narrow[0] <= 4.5 <= narrow[1]
     assert (narrow[1] - narrow[0]) < (wide[1] - wide[0])
@@ -49,31 +49,31 @@ def test_ratio_precision_is_small_for_consistent_pairs_and_large_for_noisy_ones(
     baseline = [100.0 + (i % 3) for i in range(20)]
     steady = [50.0 + (i % 3) * 0.5 for i in range(20)]
     noisy = [50.0 * (1.5 if i % 2 else 0.7) for i in range(20)]
-    assert timing.ratio_precision(baseline, steady) < math.log(1.01)
-    assert timing.ratio_precision(baseline, noisy) > math.log(1.05)
-    assert timing.ratio_precision(baseline[:4], steady[:4]) is None
+    assert estimates.ratio_precision(baseline, steady) < math.log(1.01)
+    assert estimates.ratio_precision(baseline, noisy) > math.log(1.05)
+    assert estimates.ratio_precision(baseline[:4], steady[:4]) is None
 
 
 def test_throttled_samples_are_those_below_the_tolerance():
-    assert timing.throttled(1400.0, 1980.0, 0.25) is True  # 70.7% of the reference
-    assert timing.throttled(1500.0, 1980.0, 0.25) is False
-    assert timing.throttled(None, 1980.0, 0.25) is False
-    assert timing.throttled(1500.0, None, 0.25) is False
+    assert estimates.throttled(1400.0, 1980.0, 0.25) is True  # 70.7% of the reference
+    assert estimates.throttled(1500.0, 1980.0, 0.25) is False
+    assert estimates.throttled(None, 1980.0, 0.25) is False
+    assert estimates.throttled(1500.0, None, 0.25) is False
 
 
 def test_seeds_of_input_sets_are_distinct_and_reproducible():
-    seeds = {timing.derive_seed(12345, index) for index in range(1000)}
+    seeds = {input_sets.derive_seed(12345, index) for index in range(1000)}
     assert len(seeds) == 1000
-    assert timing.derive_seed(7, 3) == timing.derive_seed(7, 3)
+    assert input_sets.derive_seed(7, 3) == input_sets.derive_seed(7, 3)
     assert all(0 <= seed < 2**63 for seed in seeds)
 
 
 def _device():
-    return timing.CpuDevice(torch, flush_bytes=1 << 20)
+    return devices.CpuDevice(torch, flush_bytes=1 << 20)
 
 
 def test_inputs_are_fresh_per_seed_and_identical_for_a_seed():
-    factory = timing.InputFactory(lambda: [torch.randn(8, 8), 3], _device())
+    factory = input_sets.InputFactory(lambda: [torch.randn(8, 8), 3], _device())
     first, again, other = factory(11), factory(11), factory(12)
     assert torch.equal(first[0], again[0]) and first[1] == 3
     assert not torch.equal(first[0], other[0])
@@ -85,7 +85,7 @@ def test_inputs_are_those_get_inputs_makes_after_torch_manual_seed():
     def get_inputs():
         return [torch.randn(4, 5), torch.randint(0, 100, (7,)), torch.rand(3)]
 
-    made = timing.InputFactory(get_inputs, _device())(2026)
+    made = input_sets.InputFactory(get_inputs, _device())(2026)
     torch.manual_seed(2026)
     expected = get_inputs()
     assert all(torch.equal(a, b) for a, b in zip(made, expected))
@@ -94,7 +94,7 @@ def test_inputs_are_those_get_inputs_makes_after_torch_manual_seed():
 def _contender(name="eager"):
     device = _device()
     weight = torch.randn(32)
-    return timing.ContenderTimer(name, lambda x: x * weight, device, timing.InputFactory(lambda: [torch.randn(16, 32)], device))
+    return contender_timer.ContenderTimer(name, lambda x: x * weight, device, input_sets.InputFactory(lambda: [torch.randn(16, 32)], device))
 
 
 def test_per_call_samples_keep_the_timed_output():
@@ -103,90 +103,90 @@ def test_per_call_samples_keep_the_timed_output():
     sample = contender.sample(5)
     assert sample.calls == 1 and sample.time_us == sample.raw_us > 0
     assert len(contender.last_outputs) == 1
-    inputs = contender.make_inputs(timing.derive_seed(5, 0))
+    inputs = contender.make_inputs(input_sets.derive_seed(5, 0))
     assert torch.equal(contender.last_outputs[0], contender.function(*inputs))
 
 
 def test_batched_samples_divide_by_the_calls_and_use_distinct_inputs():
     contender = _contender()
-    contender.configure(timing.BATCHED, 4, seed=3)
+    contender.configure(sampling.BATCHED, 4, seed=3)
     sample = contender.sample(9)
     assert sample.calls == 4
     assert sample.time_us == pytest.approx(sample.raw_us / 4)
     assert len(contender.last_outputs) == 4
     assert not torch.equal(contender.last_outputs[0], contender.last_outputs[1])
     assert contender.calibrate(2, samples=3) > 0
-    assert (contender.regime, contender.calls) == (timing.BATCHED, 4)  # calibration leaves the regime alone
+    assert (contender.regime, contender.calls) == (sampling.BATCHED, 4)  # calibration leaves the regime alone
 
 
 def test_graphs_do_not_exist_on_the_cpu():
     contender = _contender()
-    with pytest.raises(timing.CaptureFailed):
-        contender.configure(timing.CUDA_GRAPH, 4, seed=3)
-    assert contender.regime == timing.PER_CALL
+    with pytest.raises(sampling.CaptureFailed):
+        contender.configure(sampling.CUDA_GRAPH, 4, seed=3)
+    assert contender.regime == sampling.PER_CALL
 
 
 def test_varying_non_tensor_inputs_cannot_be_captured():
-    with pytest.raises(timing.CaptureFailed, match="changes between seeds"):
-        timing._require_fixed_structure("eager", [torch.zeros(2), 3], [torch.zeros(2), 4], torch)
-    with pytest.raises(timing.CaptureFailed, match="shape"):
-        timing._require_fixed_structure("eager", [torch.zeros(2)], [torch.zeros(3)], torch)
-    timing._require_fixed_structure("eager", [torch.zeros(2), 3], [torch.ones(2), 3], torch)
+    with pytest.raises(sampling.CaptureFailed, match="changes between seeds"):
+        input_sets._require_fixed_structure("eager", [torch.zeros(2), 3], [torch.zeros(2), 4], torch)
+    with pytest.raises(sampling.CaptureFailed, match="shape"):
+        input_sets._require_fixed_structure("eager", [torch.zeros(2)], [torch.zeros(3)], torch)
+    input_sets._require_fixed_structure("eager", [torch.zeros(2), 3], [torch.ones(2), 3], torch)
 
 
 def test_unknown_devices_and_regimes_are_refused():
     with pytest.raises(ValueError, match="unknown device kind"):
-        timing.make_device(torch, "tpu")
+        devices.make_device(torch, "tpu")
     with pytest.raises(ValueError, match="unknown regime"):
         _contender().configure("warp_speed", 2, seed=1)
 
 
 def test_per_call_time_takes_off_the_launch_leak_and_adds_escaped_work():
-    assert timing.per_call_time(100.0, 0.0, 1, 4.0) == pytest.approx(96.0)
-    assert timing.per_call_time(1000.0, 20.0, 10, 4.0) == pytest.approx(101.6)
-    assert timing.per_call_time(6.0, 0.0, 1, 4.0) == pytest.approx(3.0)  # never below half the window
-    assert timing.per_call_time(50.0, 0.0, 0, 0.0) == pytest.approx(50.0)
+    assert sampling.per_call_time(100.0, 0.0, 1, 4.0) == pytest.approx(96.0)
+    assert sampling.per_call_time(1000.0, 20.0, 10, 4.0) == pytest.approx(101.6)
+    assert sampling.per_call_time(6.0, 0.0, 1, 4.0) == pytest.approx(3.0)  # never below half the window
+    assert sampling.per_call_time(50.0, 0.0, 0, 0.0) == pytest.approx(50.0)
 
 
 def test_covered_samples_keep_their_whole_window():
-    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=True) == pytest.approx(100.0)
-    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=False) == pytest.approx(96.0)
-    assert timing.per_call_time(100.0, 0.0, 1, 4.0, covered=None) == pytest.approx(96.0)  # cannot tell: as before
+    assert sampling.per_call_time(100.0, 0.0, 1, 4.0, covered=True) == pytest.approx(100.0)
+    assert sampling.per_call_time(100.0, 0.0, 1, 4.0, covered=False) == pytest.approx(96.0)
+    assert sampling.per_call_time(100.0, 0.0, 1, 4.0, covered=None) == pytest.approx(96.0)  # cannot tell: as before
 
 
 def test_samples_report_coverage_and_lead_beside_the_old_fields():
-    sample = timing.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0,
+    sample = contender_timer.Sample(time_us=10.0, calls=2, raw_us=20.0, escape_us=1.0, covered=True, lead_us=80.0,
                            enqueue_us=40.0, gap_us=13.0, wall_us=900.0)
     assert sample.to_json() == {"time_us": 10.0, "calls": 2, "raw_us": 20.0, "escape_us": 1.0,
                                 "covered": True, "lead_us": 80.0, "enqueue_us": 40.0, "gap_us": 13.0,
                                 "wall_us": 900.0}
-    assert timing.Sample(1.0, 1, 1.0).to_json()["covered"] is None
+    assert contender_timer.Sample(1.0, 1, 1.0).to_json()["covered"] is None
 
 
 def test_the_first_lead_covers_the_enqueue_with_a_margin():
-    assert timing.initial_lead_us(100.0) == pytest.approx(1.5 * 100.0 + 20.0)
-    assert timing.initial_lead_us(0.0) == pytest.approx(20.0)
-    assert timing.initial_lead_us(1e5, cap_us=timing.MAX_LEAD_US) == timing.MAX_LEAD_US
+    assert lead_policy.initial_lead_us(100.0) == pytest.approx(1.5 * 100.0 + 20.0)
+    assert lead_policy.initial_lead_us(0.0) == pytest.approx(20.0)
+    assert lead_policy.initial_lead_us(1e5, cap_us=lead_policy.MAX_LEAD_US) == lead_policy.MAX_LEAD_US
     # A sample that takes 15 ms to enqueue (a graph's input sets refilled) may lead 60 ms.
-    assert timing.lead_cap_us(15_000.0) == pytest.approx(60_000.0)
-    assert timing.initial_lead_us(15_000.0) == pytest.approx(1.5 * 15_000.0 + 20.0)
+    assert lead_policy.lead_cap_us(15_000.0) == pytest.approx(60_000.0)
+    assert lead_policy.initial_lead_us(15_000.0) == pytest.approx(1.5 * 15_000.0 + 20.0)
 
 
 def test_an_uncovered_sample_doubles_the_lead_up_to_the_cap_then_gives_it_up():
-    assert timing.next_lead_us(100.0, covered=True) == 100.0
-    assert timing.next_lead_us(100.0, covered=None) == 100.0
-    assert timing.next_lead_us(100.0, covered=False) == 200.0
-    assert timing.next_lead_us(15_000.0, covered=False) == timing.MAX_LEAD_US
+    assert lead_policy.next_lead_us(100.0, covered=True) == 100.0
+    assert lead_policy.next_lead_us(100.0, covered=None) == 100.0
+    assert lead_policy.next_lead_us(100.0, covered=False) == 200.0
+    assert lead_policy.next_lead_us(15_000.0, covered=False) == lead_policy.MAX_LEAD_US
     # At the cap, one uncovered sample (an enqueue that ran long) keeps the lead; three in a
     # row give it up: no lead covers this contender.
-    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False, uncovered_at_cap=1) == timing.MAX_LEAD_US
-    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False, uncovered_at_cap=3) == 0.0
-    assert timing.next_lead_us(timing.MAX_LEAD_US, covered=False) == 0.0
-    assert timing.next_lead_us(0.0, covered=False) == 0.0  # given up stays given up
+    assert lead_policy.next_lead_us(lead_policy.MAX_LEAD_US, covered=False, uncovered_at_cap=1) == lead_policy.MAX_LEAD_US
+    assert lead_policy.next_lead_us(lead_policy.MAX_LEAD_US, covered=False, uncovered_at_cap=3) == 0.0
+    assert lead_policy.next_lead_us(lead_policy.MAX_LEAD_US, covered=False) == 0.0
+    assert lead_policy.next_lead_us(0.0, covered=False) == 0.0  # given up stays given up
     lead, doublings = 30.0, 0
-    while 0 < lead < timing.MAX_LEAD_US:
-        lead, doublings = timing.next_lead_us(lead, covered=False), doublings + 1
-    assert lead == timing.MAX_LEAD_US and doublings == 10
+    while 0 < lead < lead_policy.MAX_LEAD_US:
+        lead, doublings = lead_policy.next_lead_us(lead, covered=False), doublings + 1
+    assert lead == lead_policy.MAX_LEAD_US and doublings == 10
 
 
 def test_cpu_samples_have_no_lead_and_cannot_tell_coverage():
@@ -201,7 +201,7 @@ _HEAP_PROBE = """
 import ctypes, sys
 sys.path.insert(0, sys.argv[1])
 import torch
-from cuda_agent_harness import timing
+from cuda_agent_harness.timing import contender_timer, devices, estimates, input_sets, lead_policy, sampling
 
 class MallocInfo(ctypes.Structure):
     _fields_ = [(name, ctypes.c_size_t) for name in
@@ -210,7 +210,7 @@ class MallocInfo(ctypes.Structure):
 libc = ctypes.CDLL(None)
 libc.mallinfo2.restype = MallocInfo
 if sys.argv[2] == "cpu-device":
-    timing.CpuDevice(torch, flush_bytes=16 << 20)
+    devices.CpuDevice(torch, flush_bytes=16 << 20)
 output = torch.ones(6 << 20)  # 24 MiB, as a timed call's output
 mapped_blocks = libc.mallinfo2().hblks
 heap_with_output = libc.mallinfo2().arena
@@ -239,7 +239,7 @@ def test_the_cpu_device_serves_large_outputs_from_a_heap_it_never_trims():
     assert heap_after_free == heap_with_output >= 24 << 20  # and its pages stay there
 
 
-class ScriptedDevice(timing.CpuDevice):
+class ScriptedDevice(devices.CpuDevice):
     """A device that leads like CUDA: it records the order of the steps of each sample, and
     its regions are covered or not, and take as long to enqueue, as the script says."""
 
@@ -275,7 +275,7 @@ def _scripted_contender(device):
         device.steps.append("inputs")
         return [torch.full((4,), float(seed % 97))]
 
-    return timing.ContenderTimer("eager", lambda x: x + 1, device, make_inputs)
+    return contender_timer.ContenderTimer("eager", lambda x: x + 1, device, make_inputs)
 
 
 def test_the_inputs_are_written_after_the_lead_and_the_flush_right_before_the_window():
@@ -298,7 +298,7 @@ def test_graph_samples_write_their_input_sets_before_the_lead_and_the_flush():
     # flush and the replay to cover.
     device = ScriptedDevice()
     contender = _scripted_contender(device)
-    contender.regime, contender.calls, contender.lead_us = timing.CUDA_GRAPH, 2, 100.0
+    contender.regime, contender.calls, contender.lead_us = sampling.CUDA_GRAPH, 2, 100.0
     contender._graph = type("Graph", (), {"replay": staticmethod(lambda: None)})()
     contender._static_inputs = [[torch.zeros(4)], [torch.zeros(4)]]
     contender.sample(1)
@@ -337,14 +337,14 @@ def test_a_new_regime_measures_its_own_lead_and_calibration_prefers_covered_samp
     contender = _scripted_contender(device)
     contender.sample(1)
     assert contender.lead_us > 0
-    contender.configure(timing.BATCHED, 4, seed=2)
+    contender.configure(sampling.BATCHED, 4, seed=2)
     assert contender.lead_us is None  # the next sample measures it
     contender.sample(3)
     batched_lead = contender.lead_us
     device.covered = [True, True, False, False, True, True, False]  # two probes, then five samples
     # Covered samples take the whole 50 µs window; uncovered ones 45 µs: only the covered count.
     assert contender.calibrate(4, samples=5) == pytest.approx(50.0)
-    assert (contender.regime, contender.calls, contender.lead_us) == (timing.BATCHED, 4, batched_lead)
+    assert (contender.regime, contender.calls, contender.lead_us) == (sampling.BATCHED, 4, batched_lead)
 
 
 class RecordingCuda:
@@ -418,9 +418,9 @@ class RatedRuntime(NoRuntime):
 
 @pytest.mark.parametrize("start_reached", [False, True])
 def test_the_cuda_window_asks_whether_it_was_covered_before_waiting_for_the_device(monkeypatch, start_reached):
-    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+    monkeypatch.setattr(devices, "_CudaRuntime", NoRuntime)
     fake = RecordingTorch(start_reached)
-    device = timing.CudaDevice(fake)
+    device = devices.CudaDevice(fake)
     device.lead(100.0)  # no clock measured yet: 2000 MHz, the safe side
     device.lead_clock_mhz = 1500.0
     device.lead(100.0)
@@ -441,7 +441,7 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
     # The gap starts when the host sees the end event and stops when the device-wide wait
     # returns: side-stream work still running makes that wait long, and nothing else the
     # host does around it (polling, wake-up, later launches) is counted.
-    monkeypatch.setattr(timing, "_CudaRuntime", NoRuntime)
+    monkeypatch.setattr(devices, "_CudaRuntime", NoRuntime)
     fake = RecordingTorch(start_reached=False)
     now = {"ns": 0}
     polls = {"end": 0}
@@ -454,8 +454,8 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
     def synchronize_device():
         now["ns"] += 700_000  # side-stream work keeps the device busy for 700 µs more
 
-    monkeypatch.setattr(timing, "time", type("Clock", (), {"perf_counter_ns": staticmethod(lambda: now["ns"])}))
-    device = timing.CudaDevice(fake)
+    monkeypatch.setattr(devices, "time", type("Clock", (), {"perf_counter_ns": staticmethod(lambda: now["ns"])}))
+    device = devices.CudaDevice(fake)
     start, end = device._events
     end.query = query_end
     fake.cuda.synchronize = synchronize_device
@@ -465,8 +465,8 @@ def test_escaped_work_is_the_hosts_wait_for_the_device_after_the_end_event(monke
 
 
 def _probe_reading(monkeypatch, short_ms: float, long_ms: float, runtime=NoRuntime):
-    monkeypatch.setattr(timing, "_CudaRuntime", runtime)
-    device = timing.CudaDevice(RecordingTorch(start_reached=False))
+    monkeypatch.setattr(devices, "_CudaRuntime", runtime)
+    device = devices.CudaDevice(RecordingTorch(start_reached=False))
     first, second, third = device._probe_events
     first.elapsed_time = lambda other: short_ms  # e0 -> e1: the short spin
     second.elapsed_time = lambda other: long_ms  # e1 -> e2: the long spin
@@ -529,7 +529,7 @@ class RecordingRuntimeLibrary:
 
 
 def test_the_device_memory_pool_keeps_what_is_freed_so_a_synchronize_releases_nothing():
-    runtime = timing._CudaRuntime.__new__(timing._CudaRuntime)
+    runtime = devices._CudaRuntime.__new__(devices._CudaRuntime)
     runtime.library = RecordingRuntimeLibrary()
     assert runtime.keep_freed_pool_memory(1)
     assert runtime.library.calls == [("get pool", 1), ("set", 0xABC0, 0x4, (1 << 64) - 1)]

@@ -13,7 +13,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "resources", "harness"))
 
 torch = pytest.importorskip("torch")
-from cuda_agent_harness import timing, timing_session  # noqa: E402
+from cuda_agent_harness.timing import sampling  # noqa: E402
+from cuda_agent_harness.timing.report import dispatch_cover  # noqa: E402
+from cuda_agent_harness.timing.request import comparison_share_s  # noqa: E402
+from cuda_agent_harness.timing.session import run_locally  # noqa: E402
+from cuda_agent_harness.timing.staleness import stale_reason  # noqa: E402
 
 torch.set_num_threads(1)
 FIXTURES = os.path.join(HERE, "timing_fixtures")
@@ -47,7 +51,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_re
         request.setdefault("trusted_clock", {"enforce": False})  # trusted code: the bound is only reported
     else:
         candidate_request["candidate_directory"] = os.path.join(FIXTURES, candidate)
-    return timing_session.run_locally(request, candidate_request, fork=True, fork_reference=fork_reference)
+    return run_locally(request, candidate_request, fork=True, fork_reference=fork_reference)
 
 
 def assert_rejected(result, reason):
@@ -59,7 +63,7 @@ def assert_rejected(result, reason):
 def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_path):
     result = session("honest", compile_enabled=True, cache=tmp_path)
     assert result["ok"], result
-    assert result["regime"] == timing.PER_CALL and result["calls_per_sample"] == 1
+    assert result["regime"] == sampling.PER_CALL and result["calls_per_sample"] == 1
     rounds = result["rounds"]
     assert QUICK["floor_rounds"] <= len(rounds) <= QUICK["max_rounds"]
     orders = {tuple(each["order"]) for each in rounds}
@@ -71,7 +75,7 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
         assert each["trusted_batch"]["bound_us"] > 0 and each["trusted_batch"]["calls"] >= 1
     assert result["compile_source"] == "live"
     assert result["baseline_cache"]["status"] == "miss"
-    assert result["baseline_cache"]["stored"] == [timing.PER_CALL]
+    assert result["baseline_cache"]["stored"] == [sampling.PER_CALL]
     assert set(result["calibration_us"]) == {"eager", "compile", "candidate"}
     assert result["stop_reason"] in ("target_reached", "time_budget", "max_rounds")
     # Host timers cannot tell whether a sample was covered; the report says so per contender.
@@ -95,7 +99,7 @@ def test_an_honest_candidate_is_timed_in_interleaved_rounds_and_rechecked(tmp_pa
     assert again["compile_seconds"] is None
     assert all(set(each["samples"]) == {"candidate", "eager"} for each in again["rounds"])
     cached = again["cached_baselines"]
-    assert cached["regime"] == timing.PER_CALL and len(cached["rounds"]) >= QUICK["floor_rounds"]
+    assert cached["regime"] == sampling.PER_CALL and len(cached["rounds"]) >= QUICK["floor_rounds"]
 
 
 def test_stale_cached_baselines_send_compile_back_to_live_timing(tmp_path):
@@ -116,19 +120,19 @@ def test_stale_cached_baselines_send_compile_back_to_live_timing(tmp_path):
     assert "stale" in result["baseline_cache"]
     assert result["compile_source"] == "live"
     assert any("compile" in each["samples"] for each in result["rounds"])
-    assert result["baseline_cache"]["stored"] == [timing.PER_CALL]  # refreshed after the candidate left
+    assert result["baseline_cache"]["stored"] == [sampling.PER_CALL]  # refreshed after the candidate left
 
 
 def test_staleness_tolerates_session_to_session_noise_but_not_a_changed_machine():
     cached = [100.0, 101.0, 99.0]
     # 5.3% slower, as an H200 session measured for an unchanged machine: the anchor carries it.
-    assert timing_session.stale_reason([105.3] * 3, cached, [1980.0], 1980.0) is None
-    assert "1.150x" in timing_session.stale_reason([115.0] * 3, cached, [1980.0], 1980.0)
-    assert "0.870x" in timing_session.stale_reason([87.0] * 3, cached, [], None)
+    assert stale_reason([105.3] * 3, cached, [1980.0], 1980.0) is None
+    assert "1.150x" in stale_reason([115.0] * 3, cached, [1980.0], 1980.0)
+    assert "0.870x" in stale_reason([87.0] * 3, cached, [], None)
     # The clock is held to its own, tighter bound.
-    assert "SM clock" in timing_session.stale_reason([100.0] * 3, cached, [1850.0], 1980.0)
-    assert timing_session.stale_reason([100.0] * 3, cached, [1900.0], 1980.0) is None
-    assert timing_session.stale_reason([], cached, [], None) == "no eager samples to compare"
+    assert "SM clock" in stale_reason([100.0] * 3, cached, [1850.0], 1980.0)
+    assert stale_reason([100.0] * 3, cached, [1900.0], 1980.0) is None
+    assert stale_reason([], cached, [], None) == "no eager samples to compare"
 
 
 def test_a_drift_within_the_sessions_own_spread_is_not_staleness():
@@ -136,16 +140,16 @@ def test_a_drift_within_the_sessions_own_spread_is_not_staleness():
     # A noisy one (an H200 under load: quartiles 88 and 134 µs) whose median is 17% higher.
     noisy = [70.0 + 90.0 * i / 38 for i in range(39)]
     assert statistics.median(noisy) / statistics.median(cached) > 1.14
-    assert timing_session.stale_reason(noisy, cached, [], None) is None
+    assert stale_reason(noisy, cached, [], None) is None
     # The same median drift, measured tightly: stale.
     tight = [116.0 + (i % 3) * 0.5 for i in range(39)]
-    assert "1.16" in timing_session.stale_reason(tight, cached, [], None)
+    assert "1.16" in stale_reason(tight, cached, [], None)
 
 
 def test_a_short_contender_switches_all_contenders_to_batches():
     result = session("honest", short_kernel_us=1e9, compile_enabled=True)
     assert result["ok"], result
-    assert result["regime"] == timing.BATCHED  # no graphs on the CPU
+    assert result["regime"] == sampling.BATCHED  # no graphs on the CPU
     # The reason names the shortest contender, which any of the three can be on a loaded CPU.
     assert any(name in result["regime_reason"] for name in ("candidate", "eager", "compile")), result["regime_reason"]
     calls = result["calls_per_sample"]
@@ -250,10 +254,10 @@ def test_a_session_limit_cuts_every_comparison_to_its_share():
 
 
 def test_comparisons_share_what_is_left_of_the_session_limit():
-    assert timing_session.comparison_share_s(10.0, 4, most_s=5.0) == pytest.approx(2.5)
-    assert timing_session.comparison_share_s(10.0, 1, most_s=5.0) == pytest.approx(5.0)  # never more than asked
-    assert timing_session.comparison_share_s(-3.0, 2, most_s=5.0) == 0.0  # the overhead ate it all
-    assert timing_session.comparison_share_s(6.0, 0, most_s=5.0) == pytest.approx(5.0)
+    assert comparison_share_s(10.0, 4, most_s=5.0) == pytest.approx(2.5)
+    assert comparison_share_s(10.0, 1, most_s=5.0) == pytest.approx(5.0)  # never more than asked
+    assert comparison_share_s(-3.0, 2, most_s=5.0) == 0.0  # the overhead ate it all
+    assert comparison_share_s(6.0, 0, most_s=5.0) == pytest.approx(5.0)
 
 
 def test_dispatch_cover_counts_covered_samples_per_contender():
@@ -266,11 +270,11 @@ def test_dispatch_cover_counts_covered_samples_per_contender():
         {"samples": {"eager": entry(False, 100.0, 500.0), "candidate": {"time_us": 1.0}}},  # an older candidate side
         {"samples": {"eager": entry(True, 200.0, 700.0)}},
     ]
-    cover = timing_session.dispatch_cover(rounds)
+    cover = dispatch_cover(rounds)
     assert cover["eager"] == {"samples": 4, "covered": 3, "covered_share": 0.75,
                               "lead_us_median": 100.0, "lead_us_max": 200.0, "wall_us_median": 600.0}
     assert cover["candidate"]["wall_us_median"] is None  # no side reported it
     assert cover["candidate"]["samples"] == 3 and cover["candidate"]["covered"] == 1
     assert cover["candidate"]["covered_share"] == pytest.approx(1 / 3)
-    host = timing_session.dispatch_cover([{"samples": {"eager": entry(None, 0.0)}}])
+    host = dispatch_cover([{"samples": {"eager": entry(None, 0.0)}}])
     assert host["eager"]["covered_share"] is None

@@ -14,7 +14,7 @@ import pytest
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "resources", "harness"))
 
 torch = pytest.importorskip("torch")
-from cuda_agent_harness import arena, timing, trusted_clock  # noqa: E402
+from cuda_agent_harness.timing import arena, devices, sampling, trusted_clock  # noqa: E402
 
 torch.set_num_threads(1)
 
@@ -156,7 +156,7 @@ def test_allocations_as_large_as_an_output_come_from_the_call_s_region_until_it_
 
 
 class _Eager:
-    regime = timing.PER_CALL
+    regime = sampling.PER_CALL
 
     @staticmethod
     def function(x):
@@ -164,7 +164,7 @@ class _Eager:
 
 
 def _clock(calls=4, shape=(8, 16)):
-    device = timing.make_device(torch, "cpu")
+    device = devices.make_device(torch, "cpu")
     clock = trusted_clock.TrustedClock(torch, device, _Eager(), lambda seed: [torch.randn(*shape)], random.Random(5))
     clock.output_specs = [_spec(shape)]
     clock.layout = trusted_clock.Layout.plan(random.Random(3), calls, [_spec(shape)], _spec(shape)["nbytes"])
@@ -276,10 +276,10 @@ def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_
 
 
 def test_a_guarded_function_has_its_guard_serve_the_allocations_only_while_serving():
-    from cuda_agent_harness import timing_session
+    from cuda_agent_harness.timing.candidate_side import CandidateChecks, CandidateViolation
 
-    device = timing.make_device(torch, "cpu")
-    checks = timing_session.CandidateChecks(torch, device, enabled=True, policy={})
+    device = devices.make_device(torch, "cpu")
+    checks = CandidateChecks(torch, device, enabled=True, policy={})
     owned = arena.Arena.create(torch, "cpu", 1 << 16)
     allocations = trusted_clock.ArenaAllocations(torch, owned, {4 * 64})
     guarded = checks.guarded(lambda x: torch.empty_like(x))
@@ -292,7 +292,7 @@ def test_a_guarded_function_has_its_guard_serve_the_allocations_only_while_servi
     assert not 0 <= outside.data_ptr() - base < owned.size
     # The guard still refuses compute while it serves.
     computing = checks.guarded(lambda x: torch.relu(x))
-    with computing.serving(allocations), pytest.raises(timing_session.CandidateViolation):
+    with computing.serving(allocations), pytest.raises(CandidateViolation):
         computing(torch.ones(4))
     owned.close()
 
@@ -302,7 +302,7 @@ def test_a_runner_that_does_not_serve_allocations_runs_no_dispatch_mode_and_copi
     # Python dispatch mode: Dynamo runs the frame eagerly from then on.
     from torch.utils._python_dispatch import _get_current_dispatch_mode
 
-    device = timing.make_device(torch, "cpu")
+    device = devices.make_device(torch, "cpu")
     shape = (8, 16)
     layout = trusted_clock.Layout.plan(random.Random(3), 2, [_spec(shape)], _spec(shape)["nbytes"])
     owned = arena.Arena.create(torch, "cpu", layout.size)

@@ -26,7 +26,9 @@ sys.path.insert(0, os.environ.get("CUDA_AGENT_HARNESS_DIR", str(ROOT / "resource
 
 import torch  # noqa: E402
 
-from cuda_agent_harness import audit, compare, models  # noqa: E402
+from cuda_agent_harness.verify import audit  # noqa: E402
+from cuda_agent_harness.checks import compare  # noqa: E402
+from cuda_agent_harness import models  # noqa: E402
 
 
 def main() -> int:

@@ -38,7 +38,9 @@ ROOT = HERE.parents[1]
 sys.path.insert(0, os.environ.get("CUDA_AGENT_HARNESS_DIR", str(ROOT / "resources" / "harness")))
 sys.path.insert(0, str(ROOT / "tests" / "gpu_candidates"))
 
-from cuda_agent_harness import audit, compare, models  # noqa: E402
+from cuda_agent_harness.verify import audit  # noqa: E402
+from cuda_agent_harness.checks import compare  # noqa: E402
+from cuda_agent_harness import models  # noqa: E402
 import check_cpu_emulation as emulation  # noqa: E402
 
 

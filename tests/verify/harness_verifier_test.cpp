@@ -136,7 +136,7 @@ TEST_CASE("the reference worker cannot see candidates, and the candidate worker 
   CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["readable"] == true);
   CHECK(probe(fixture.verifier.candidate_worker(), candidates / "probe" / "model_new.py")["writable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(),
-              work / "harness" / "cuda_agent_harness" / "reference.py")["writable"] == false);
+              work / "harness" / "cuda_agent_harness" / "verify" / "reference.py")["writable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(), work / "references")["writable"] == false);
   CHECK(probe(fixture.verifier.candidate_worker(), work / "sessions")["writable"] == false);
   // No network inside: only a loopback.

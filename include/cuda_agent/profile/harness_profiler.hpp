@@ -4,7 +4,7 @@
 /// @file
 /// `HarnessProfiler`: the shipped `Profiler`. It times a built, verified candidate against
 /// eager PyTorch and torch.compile through the Python harness (cuda_agent_harness.
-/// timing_session) and turns the session's samples into statistics and verdicts
+/// timing.session) and turns the session's samples into statistics and verdicts
 /// (timing_statistics.hpp).
 ///
 /// A session has two processes: the reference side, trusted, which never imports the
@@ -12,7 +12,7 @@
 /// ModelNew and answers the reference side over two FIFOs in a session directory.
 /// A `TimingLauncher` starts them: fresh interpreters (`ProcessTimingLauncher`, the
 /// candidate through the host's `Sandbox`) or warm harness workers. They take turns on the GPU in interleaved rounds
-/// (see timing_session.py for the protocol and what each side checks). The sandbox must make the Python environment,
+/// (see timing/session.py for the protocol and what each side checks). The sandbox must make the Python environment,
 /// the harness directory, the candidate's source and build directories and the session directory (read-write) visible
 /// to the candidate, and expose the GPU.
 
@@ -63,7 +63,7 @@ struct TimingBudget {
   int calibration_samples = 5;
 };
 
-/// The trusted clock of a timing session (the harness's trusted_clock.py): batches of the
+/// The trusted clock of a timing session (the harness's timing/trusted_clock.py): batches of the
 /// candidate's calls timed by the reference side's own clock, on inputs it placed in memory
 /// it owns and lends to the candidate's process, with outputs it reads back itself. A
 /// candidate whose reported time per call is below that bound by more than `margin` is
@@ -170,7 +170,7 @@ inline Rejection rejection_from(const nlohmann::json& session) {
 }  // namespace detail
 
 /// Statistics and verdicts from a timing session's JSON result (what
-/// `timing_session.py reference` prints). Rounds flagged as throttled are left out while at
+/// `timing/session.py reference` prints). Rounds flagged as throttled are left out while at
 /// least `floor_rounds` unthrottled ones remain. The speedup against torch.compile is
 /// paired per round when compile was timed live, and otherwise goes through the cached
 /// compile/eager ratio times the live eager/candidate ratio, its interval widened by how
@@ -265,7 +265,7 @@ inline Rejection rejection_from(const nlohmann::json& session) {
 
 /// What the two sides of one timing session left behind.
 struct TimingSessionOutcome {
-  /// The reference side's result (what `timing_session.py reference` prints); null when
+  /// The reference side's result (what `timing/session.py reference` prints); null when
   /// it produced none.
   nlohmann::json reference_result;
   /// How the reference side failed, when it produced no result.
@@ -371,7 +371,7 @@ class ProcessTimingLauncher {
     detail::write_readable_file(candidate_file, candidate_request.dump());
 
     Command candidate_command;
-    candidate_command.argv = {python_.string(), "-m",        "cuda_agent_harness.timing_session",
+    candidate_command.argv = {python_.string(), "-m",        "cuda_agent_harness.timing.session",
                               "candidate",      "--request", candidate_file.string()};
     candidate_command.environment = side_environment();
     candidate_command.working_directory = session.path();
@@ -391,7 +391,7 @@ class ProcessTimingLauncher {
         std::ofstream{gone};
       });
       ProcessSpec reference;
-      reference.argv = {python_.string(), "-m",        "cuda_agent_harness.timing_session",
+      reference.argv = {python_.string(), "-m",        "cuda_agent_harness.timing.session",
                         "reference",      "--request", reference_file.string()};
       Environment environment = side_environment();
       for (const char* name : {"HOME", "USER", "TMPDIR", "TORCHINDUCTOR_CACHE_DIR", "TRITON_CACHE_DIR"})

@@ -9,7 +9,7 @@
 /// what its own work costs. Requests and replies are JSON lines over two FIFOs that the
 /// host creates in a directory of its own; the worker opens them at start, and the host
 /// removes them as soon as the worker said it is ready, so that no process started later
-/// inside the sandbox (a candidate) can reach the channel. See the harness's `worker.py`
+/// inside the sandbox (a candidate) can reach the channel. See the harness's `worker/dispatch.py`
 /// for the protocol.
 ///
 /// The worker runs through any `Sandbox` (its `run` blocks for the worker's lifetime, on a
@@ -259,7 +259,7 @@ class HarnessWorker {
     Command command;
     const std::string bootstrap = "import sys; sys.path.insert(0, " +
                                   python_string(options_.harness_directory.string()) +
-                                  "); from cuda_agent_harness.worker import main; sys.exit(main(sys.argv[1:]))";
+                                  "); from cuda_agent_harness.worker.startup import main; sys.exit(main(sys.argv[1:]))";
     command.argv = {options_.python.string(),
                     "-I",
                     "-B",

@@ -2,8 +2,8 @@
 """JSON lines over file descriptors: the one wire format between the harness's processes.
 
 Three conversations use it: a verification's reference and candidate processes
-(``session.py``), a timing session's two sides (``timing_session.py``), and a warm worker
-with its host and with the children it forks (``worker.py``). Each message is one JSON
+(``verify/session.py``), a timing session's two sides (``timing/wire.py``), and a warm
+worker with its host and with the children it forks (``worker/``). Each message is one JSON
 object on one line. What arrives from a candidate's process is untrusted: a line that is not
 a JSON object, or one longer than the reader's limit, is a ``MalformedMessage``, never a
 crash of the reader.

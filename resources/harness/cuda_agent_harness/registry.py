@@ -14,14 +14,14 @@ from typing import Callable
 
 #: Modules whose handlers a worker offers, imported when the worker starts.
 HANDLER_MODULES = [
-    "cuda_agent_harness.basic",
-    "cuda_agent_harness.scan",
-    "cuda_agent_harness.operators",
-    "cuda_agent_harness.reference",
-    "cuda_agent_harness.candidate",
-    "cuda_agent_harness.audit",
-    "cuda_agent_harness.timing_session",
-    "cuda_agent_harness.kernel_table",
+    "cuda_agent_harness.worker.basic",
+    "cuda_agent_harness.checks.scan",
+    "cuda_agent_harness.verify.operators",
+    "cuda_agent_harness.verify.reference",
+    "cuda_agent_harness.verify.candidate",
+    "cuda_agent_harness.verify.audit",
+    "cuda_agent_harness.timing.session",
+    "cuda_agent_harness.timing.kernel_table",
 ]
 
 _handlers: dict[str, Callable] = {}
@@ -33,7 +33,7 @@ def handler(name: str, prepared: bool = False, alone: bool = False):
     """Registers the decorated function as the handler of requests named ``name``.
 
     ``prepared``: its requests run in the worker's prepared child, whose device and thread
-    pools are ready (see ``worker.prepare_child``); others run in a child forked on
+    pools are ready (see ``worker.children.prepare_child``); others run in a child forked on
     arrival, so that the prepared one is there for the next verification (static checks
     come first in one).
 

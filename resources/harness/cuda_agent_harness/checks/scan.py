@@ -12,7 +12,7 @@ checks stand behind them for whatever they cannot see."""
 from __future__ import annotations
 
 from .grammar import check_model_new
-from .registry import handler
+from ..registry import handler
 
 #: The check of model_new.py, under the name the scan has always given it.
 scan_python = check_model_new
@@ -20,7 +20,7 @@ scan_python = check_model_new
 
 # -- C++ and CUDA sources -----------------------------------------------------------------
 # The C++ scan lives in cpp_scan.py; its names are re-exported here.
-from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, scan_cpp, strip_cpp  # noqa: E402,F401
+from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, scan_cpp, strip_cpp
 
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")

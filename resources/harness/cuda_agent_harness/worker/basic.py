@@ -14,7 +14,7 @@ import time
 
 import torch
 
-from .registry import handler
+from ..registry import handler
 
 
 @handler("ping", prepared=True)
@@ -31,7 +31,7 @@ def diagnose_prepared(args: dict, context) -> dict:
     ``report_then_sleep`` sends the result and then sleeps, as a child that is slow to exit
     after its report does."""
     if args.get("action") == "report_then_sleep":
-        from .channel import encode_for_host
+        from ..channel import encode_for_host
 
         os.write(context._report_fd, encode_for_host({"result": {"action": "report_then_sleep", "done": True}}))
         time.sleep(float(args.get("seconds", 3600)))

@@ -20,9 +20,11 @@ import time
 
 import torch
 
-from . import compare, models, plans, tensorio
-from .compare import Failure
-from .registry import handler
+from ..checks import compare
+from .. import models, tensorio
+from . import plans
+from ..checks.compare import Failure
+from ..registry import handler
 from .session import Session, SessionClosed, SessionTimeout
 
 

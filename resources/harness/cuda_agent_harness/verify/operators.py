@@ -21,8 +21,8 @@ import ast
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from . import models
-from .registry import handler
+from .. import models
+from ..registry import handler
 
 #: aten operators (overload packets) that multiply matrices or are built of products.
 MATRIX_PRODUCTS = frozenset({

@@ -32,10 +32,11 @@ from __future__ import annotations
 
 import torch
 
-from . import compare, models
-from .compare import Failure
+from ..checks import compare
+from .. import models
+from ..checks.compare import Failure
 from .reference import Expected, describe_set, set_specs
-from .registry import handler
+from ..registry import handler
 
 NULL_MODELS = ("zeros", "constant", "mean", "passthrough", "replay")
 

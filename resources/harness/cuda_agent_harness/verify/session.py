@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 
-from .channel import ChannelClosed, ChannelTimeout, JsonLines, MalformedMessage
+from ..channel import ChannelClosed, ChannelTimeout, JsonLines, MalformedMessage
 
 #: A message from the candidate longer than this is refused.
 MESSAGE_LIMIT = 4 << 20

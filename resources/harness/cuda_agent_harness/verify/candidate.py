@@ -30,12 +30,14 @@ import traceback
 import torch
 import torch.nn as nn
 
-from . import hygiene, models, plans, tensorio
-from .compare import Failure as Rejected
-from .guard import ForbiddenOperation, ForwardGuard
-from .integrity import Integrity
-from .modules import load_module
-from .registry import handler
+from ..checks import hygiene
+from .. import models, tensorio
+from . import plans
+from ..checks.compare import Failure as Rejected
+from ..checks.guard import ForbiddenOperation, ForwardGuard
+from ..checks.integrity import Integrity
+from ..modules import load_module
+from ..registry import handler
 from .session import Session, SessionClosed, SessionTimeout
 
 _type = type
@@ -53,7 +55,8 @@ class Stopped(Exception):
 
 def _candidate_traceback(error: BaseException, limit: int = 12) -> str:
     lines = traceback.format_exception(type(error), error, error.__traceback__)
-    harness = os.path.dirname(os.path.abspath(__file__))
+    # The package's root, not this file's folder: frames of every subpackage are the harness's.
+    harness = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     kept = [line for line in lines if harness not in line]
     return "".join(kept[-limit:]).strip()
 
