@@ -7,7 +7,7 @@
 #
 # The end-to-end suites (adversarial, gpu_candidates) and the Python-labelled tests are left
 # out: their time goes to the Python harness, which the sanitizers do not see, and the
-# ordinary build runs them. On 2 cores the build takes about 12 minutes and the tests 1.
+# ordinary build runs them. On 2 cores the build takes about 6 minutes and the tests under 1.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${CUDA_AGENT_ASAN_BUILD_DIR:-$root/build-asan}"
