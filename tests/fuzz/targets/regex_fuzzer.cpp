@@ -6,9 +6,10 @@
 // succeeds or throws `SyntaxError`, and searching finishes (the engine is a Pike VM: its
 // time is linear in the text, so libFuzzer's timeout catches a regression to
 // backtracking) without a sanitizer report. Where pattern and text stay inside what the
-// engine and RE2 share (printable ASCII; no `\s`, `\p`, `\C`, `\Q`, nested classes, `x{,n}`
-// or flags other than `i`; a text without newlines: the documented differences cannot show) and both accept
-// the pattern, both must find the same leftmost-first match, from every start position.
+// engine and RE2 share (printable ASCII; no `\s`, `\p`, `\C`, `\Q`, nested classes, `x{,n}`,
+// counts with leading zeros or flags other than `i`; a text without newlines: the documented
+// differences cannot show) and both accept the pattern, both must find the same
+// leftmost-first match, from every start position.
 #include <cuda_agent/tools/detail/regex.hpp>
 
 #include <re2/re2.h>
@@ -53,6 +54,9 @@ bool shared_syntax(std::string_view pattern) {
     if (i + 1 >= pattern.size()) break;
     if (!in_class && pattern[i] == '{' && pattern[i + 1] == ',')
       return false;  // x{,n}: a repetition here, literal in RE2
+    if (!in_class && (pattern[i] == '{' || pattern[i] == ',') && pattern[i + 1] == '0' && i + 2 < pattern.size() &&
+        pattern[i + 2] >= '0' && pattern[i + 2] <= '9')
+      return false;  // x{00,3}: a count with a leading zero is a repetition here (as in Rust), literal in RE2
     if (pattern[i] == '\\') {
       const char escaped = pattern[i + 1];
       if (escaped == 's' || escaped == 'S' || escaped == 'p' || escaped == 'P' || escaped == 'C' || escaped == 'Q' ||
