@@ -79,6 +79,7 @@ enum class RejectionReason {
   nondeterministic,          ///< two runs on the same inputs disagree
   input_mutated,             ///< inputs changed although the reference leaves them alone
   global_state_modified,     ///< process-wide torch settings changed (baseline sabotage)
+  state_kept_between_calls,  ///< ModelNew's own Python state changed from call to call (a counter, a cache)
   work_outlived_call,        ///< threads, processes or unjoined streams still running after forward
   timed_output_mismatch,     ///< outputs produced while being timed were wrong
   time_below_trusted_bound,  ///< the reported time is below what the trusted side's own clock allows
@@ -90,7 +91,7 @@ enum class RejectionReason {
 };
 
 namespace detail {
-inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 27> rejection_reason_names{{
+inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 28> rejection_reason_names{{
     {RejectionReason::compile_error, "compile_error"},
     {RejectionReason::load_error, "load_error"},
     {RejectionReason::interface_mismatch, "interface_mismatch"},
@@ -110,6 +111,7 @@ inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 27> re
     {RejectionReason::nondeterministic, "nondeterministic"},
     {RejectionReason::input_mutated, "input_mutated"},
     {RejectionReason::global_state_modified, "global_state_modified"},
+    {RejectionReason::state_kept_between_calls, "state_kept_between_calls"},
     {RejectionReason::work_outlived_call, "work_outlived_call"},
     {RejectionReason::timed_output_mismatch, "timed_output_mismatch"},
     {RejectionReason::time_below_trusted_bound, "time_below_trusted_bound"},

@@ -73,10 +73,16 @@ TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversa
         std::find(regular.begin(), regular.end(), entry.path().filename().string()) != regular.end();
     CHECK(audit["degenerate"] == expected_regular);
     // Heavy tails on every task (statistics from a sample of the elements pass any task on
-    // identically distributed inputs); the regular ones need more.
+    // identically distributed inputs); the regular ones need more. Then two sparse sets of the
+    // first distribution kept (the task's own inputs with one of its elements each).
     CHECK(!audit["stress"].empty());
     if (!expected_regular)
-      CHECK(audit["stress"] == nlohmann::json::parse(R"([{"kind": "heavy_tailed", "positive": false}])"));
+      CHECK(audit["stress"] == nlohmann::json::parse(R"([{"kind": "heavy_tailed", "positive": false},
+        {"kind": "sparse", "stress": {"kind": "heavy_tailed", "positive": false}},
+        {"kind": "sparse", "stress": {"kind": "heavy_tailed", "positive": false}}])"));
+    else
+      CHECK(audit["stress"].back() ==
+            nlohmann::json({{"kind", "sparse"}, {"stress", audit["stress"][0]}}));
   }
 }
 

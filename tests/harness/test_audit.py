@@ -51,24 +51,43 @@ def test_a_sound_task_needs_only_heavy_tailed_inputs():
     # elements pass any task on identically distributed inputs.
     report = run(task("torch.relu(x)", "[torch.randn(16, 256)]"))
     assert not report["degenerate"] and report["passing"] == []
-    assert report["stress"] == [{"kind": "heavy_tailed", "positive": False}]
+    heavy_tailed = {"kind": "heavy_tailed", "positive": False}
+    assert report["stress"] == [heavy_tailed] + [{"kind": "sparse", "stress": heavy_tailed}] * audit.SPARSE_SETS
     assert not report["unfit"]
     assert set(report["null_models"]) == {"zeros", "constant", "mean", "passthrough", "replay"}
     assert all(not verdict["passes"] for verdict in report["null_models"].values())
     assert "input set" in report["null_models"]["passthrough"]["message"]
 
 
-def test_an_activation_of_rand_inputs_gets_sign_symmetric_stress_inputs():
+def test_an_activation_of_rand_inputs_gets_sign_symmetric_stress_inputs_and_sparse_sets_of_them():
     report = run(task("torch.relu(x)", "[torch.rand(16, 256)]"))
     assert report["degenerate"] and report["passing"] == ["passthrough"]
-    assert {"kind": "sign_symmetric", "positive": False} in report["stress"]
+    sign_symmetric = {"kind": "sign_symmetric", "positive": False}
+    assert report["stress"][0] == sign_symmetric
+    # a kernel that copies its input when a sample of it has no negative value computes on the
+    # stress inputs; the sparse sets hide one negative value among torch.rand's
+    sparse = [spec for spec in report["stress"] if spec["kind"] == "sparse"]
+    assert sparse == [{"kind": "sparse", "stress": sign_symmetric}] * audit.SPARSE_SETS
+    assert report["stress"][-len(sparse):] == sparse
     assert not report["unfit"] and report["still_passing"] == []
+    probed = [entry for entry in report["tried"] if entry["distribution"]["kind"] == "sparse"]
+    assert len(probed) == 1 and probed[0]["in_domain"]
+
+
+def test_sparse_sets_stay_in_the_reference_s_domain():
+    # A log of torch.rand inputs: signed stress inputs leave its domain, so the positive form
+    # is kept, and the sparse sets take their element from it.
+    report = run(task("torch.log(x)", "[torch.rand(16, 256) + 0.5]"))
+    kept = [spec for spec in report["stress"] if spec["kind"] != "sparse"]
+    assert kept and all(spec["positive"] for spec in kept)
+    assert [spec for spec in report["stress"] if spec["kind"] == "sparse"] == \
+        [{"kind": "sparse", "stress": kept[0]}] * audit.SPARSE_SETS
 
 
 def test_a_sample_friendly_statistic_also_gets_heavy_tailed_inputs():
     report = run(task("torch.mean(x, dim=-1)", "[torch.rand(8, 65536)]"))
     assert "mean" in report["passing"]
-    kinds = [spec["kind"] for spec in report["stress"]]
+    kinds = [spec["kind"] for spec in report["stress"] if spec["kind"] != "sparse"]
     assert "heavy_tailed" in kinds and len(kinds) == 2
     assert not report["unfit"]
 
@@ -78,8 +97,9 @@ def test_stress_inputs_stay_in_the_reference_s_domain():
     # model passes), and signed stress inputs take sqrt out of its domain.
     report = run(task("torch.sqrt(x)", "[torch.ones(16, 64) * 4]"))
     assert "mean" in report["passing"]
-    assert report["stress"] and all(spec["positive"] for spec in report["stress"])
-    signed = [entry for entry in report["tried"] if not entry["distribution"]["positive"]]
+    assert report["stress"] and all(spec.get("stress", spec)["positive"] for spec in report["stress"])
+    signed = [entry for entry in report["tried"]
+              if entry["distribution"]["kind"] in models.STRESS_KINDS and not entry["distribution"]["positive"]]
     assert signed and not any(entry["in_domain"] for entry in signed)
     assert all("not finite" in entry["why"] for entry in signed)
     assert not report["unfit"]
@@ -87,7 +107,8 @@ def test_stress_inputs_stay_in_the_reference_s_domain():
 
 def test_a_task_that_no_distribution_rescues_is_unfit_and_says_which_null_model_passes():
     report = run(task("torch.softmax(x, dim=1).mean(dim=1) * 64", "[torch.randn(8, 64)]"))
-    assert report["unfit"] and report["stress"] == []
+    assert report["unfit"] and report["stress"] == [], "no sparse sets either"
+    assert all(entry["distribution"]["kind"] != "sparse" for entry in report["tried"])
     assert "constant" in report["still_passing"]
     assert "constant" in report["message"] and "not scored" in report["message"]
     assert all(entry["in_domain"] for entry in report["tried"])

@@ -370,6 +370,32 @@ CASES = [
     ("if x[0].item():\n    return x\nreturn cuda_extension.relu(x)", "forward", "forbidden_operation",
      "read-back-arithmetic"),
     ("return cuda_extension.scale(x, -x[0].item())", "forward", "forbidden_operation", "read-back-arithmetic"),
+    # int(), float(), bool() of a tensor read its data back as .item() does
+    ("if float(x.reshape(-1)[0]) < 0:\n    return cuda_extension.relu(x)\nreturn x", "forward",
+     "forbidden_operation", "read-back-arithmetic"),
+    ("return x if float(cuda_extension.row_sum(x)) > 0 else cuda_extension.relu(x)", "forward",
+     "forbidden_operation", "read-back-arithmetic"),
+    ("if bool(cuda_extension.any_negative(x)):\n    return cuda_extension.relu(x)\nreturn x", "forward",
+     "forbidden_operation", "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, int(x[0]) + 1)", "forward", "forbidden_operation", "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, int(cuda_extension.count(x)) * 2)", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, float(self.fc.weight[0, 0]) * 2)", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("for i in range(int(x[0])):\n    x = cuda_extension.relu(x)\nreturn x", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("for i in range(x[0].item()):\n    x = cuda_extension.relu(x)\nreturn x", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("return cuda_extension.scale(x, complex(x))", "forward", "forbidden_construct", "name"),
+    # ... and so does the truth of a tensor
+    ("if x.reshape(-1)[0]:\n    return cuda_extension.relu(x)\nreturn x", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("return x if not x.reshape(-1)[0] else cuda_extension.relu(x)", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("while self.fc.weight[0, 0]:\n    x = cuda_extension.relu(x)\nreturn x", "forward", "forbidden_operation",
+     "read-back-arithmetic"),
+    ("for i in range(x.reshape(-1)[0]):\n    x = cuda_extension.relu(x)\nreturn x", "forward",
+     "forbidden_operation", "read-back-arithmetic"),
     # lambdas, closures, global state, generators
     ("self.f = lambda a: a * 2", "init", "forbidden_construct", "lambda"),
     ("def inner(a):\n    return a * 2\nreturn inner(x)", "forward", "forbidden_construct", "closure"),
@@ -482,6 +508,51 @@ def test_a_value_read_back_from_a_tensor_may_be_handed_to_the_extension_but_not_
                 return cuda_extension.touch(torch.tensor(values, dtype=x.dtype).reshape(x.shape))
         """)
     assert first(check_model_new(helper)) == ("forbidden_operation", "read-back-arithmetic", 6)
+
+
+def test_numbers_made_of_numbers_shapes_and_constructor_arguments_stay_numbers_in_forward():
+    text = source("""
+        import math
+        import torch
+        import torch.nn as nn
+
+        import cuda_extension
+
+
+        class ModelNew(nn.Module):
+            def __init__(self, k, scale):
+                super().__init__()
+                self.k = k
+                self.scale = scale
+                self.eps = float(scale) * 1e-3
+                self.fc = nn.Linear(4, 4)
+
+            def forward(self, x):
+                rows = int(x.shape[0])
+                total = int(math.prod(x.shape)) + int(x.numel()) + int(x.size(1))
+                factor = float(self.scale) * 2 + float(self.k) + self.eps + float(self.fc.in_features)
+                steps = int(self.k) if bool(x.dim() > 1) else 1
+                for _ in range(int(self.k) + rows):
+                    x = cuda_extension.scale(x, factor, total, steps)
+                return x
+        """)
+    assert check_model_new(text) == []
+
+
+def test_a_number_read_back_with_a_conversion_may_be_handed_to_the_extension_only():
+    # As with .item(): the value reaches the extension untouched, and nothing branches on it.
+    handed = candidate(forward="return cuda_extension.scale(x, float(self.fc.weight[0, 0]), int(x.reshape(-1)[0]))")
+    assert check_model_new(handed) == []
+    sniff = candidate(forward="""
+        flat = x.reshape(-1)
+        for index in range(0, flat.numel(), 256):
+            if float(flat[index]) < 0:
+                return cuda_extension.relu(x)
+        return cuda_extension.copy(x)
+    """)
+    findings = check_model_new(sniff)
+    assert first(findings) == ("forbidden_operation", "read-back-arithmetic", line_of(sniff, "if float(flat[index])"))
+    assert "float(flat[index]) < 0" in findings[0]["message"] and "float()" in findings[0]["message"]
 
 
 def test_a_value_the_inference_cannot_see_is_not_a_number():

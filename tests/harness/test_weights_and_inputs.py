@@ -173,7 +173,15 @@ def test_a_near_repeat_moves_a_few_elements_of_its_base_set_only():
     again = models.generate_inputs(Task, 99, 1.0, "cpu", spec)
     assert torch.equal(near[0], again[0]) and torch.equal(near[1], base[1]) and near[2] == base[2]
     changed = int((near[0] != base[0]).sum())
-    assert 1 <= changed <= near[0].numel() // models.NEAR_REPEAT_ELEMENTS
+    moved = near[0].numel() // models.NEAR_REPEAT_ELEMENTS
+    # scattered elements, and a run of as many consecutive ones copied from elsewhere
+    assert moved < changed <= 2 * moved
+    flat_near, flat_base = near[0].reshape(-1), base[0].reshape(-1)
+    differs = (flat_near != flat_base).unfold(0, moved, 1).all(dim=1)
+    windows = flat_base.unfold(0, moved, 1)
+    copied = [start for start in differs.nonzero().reshape(-1).tolist()
+              if (windows == flat_near[start:start + moved]).all(dim=1).any()]
+    assert copied, "a run of consecutive elements copied from another place"
     # the values that moved are the set's own values: the inputs stay in the task's domain
     assert set(near[0].reshape(-1).tolist()) <= set(base[0].reshape(-1).tolist())
     with pytest.raises(models.DistributionError):
@@ -227,3 +235,156 @@ def test_heavy_tails_defeat_a_mean_taken_from_every_16th_element():
     heavy = [models.generate_inputs(Wide, seed, 1.0, "cpu", {"kind": "heavy_tailed", "positive": False})[0]
              for seed in range(3)]
     assert not any(within_tolerance(x) for x in heavy)
+
+
+SIGN_SYMMETRIC = {"kind": "sign_symmetric", "positive": False}
+
+
+def sparse(stress=SIGN_SYMMETRIC):
+    return {"kind": models.SPARSE, "stress": stress}
+
+
+def test_a_sparse_set_is_the_task_s_own_inputs_but_for_one_stress_element_off_the_usual_samples():
+    own = models.generate_inputs(Task, 21, 1.0, "cpu")
+    stress = models.generate_inputs(Task, 21, 1.0, "cpu", SIGN_SYMMETRIC)
+    drawn = models.generate_inputs(Task, 21, 1.0, "cpu", sparse())
+    again = models.generate_inputs(Task, 21, 1.0, "cpu", sparse())
+    assert torch.equal(drawn[0], again[0]) and drawn[0].dtype == own[0].dtype and drawn[0].shape == own[0].shape
+    assert torch.equal(drawn[1], own[1]) and drawn[2] == own[2], "integers and numbers as in the task's own set"
+    changed = (drawn[0] != own[0]).reshape(-1).nonzero().reshape(-1)
+    assert changed.numel() == models.SPARSE_ELEMENTS
+    # the element is the stress set's own at that place: the inputs stay in the audited domain
+    assert torch.equal(drawn[0].reshape(-1)[changed], stress[0].reshape(-1)[changed])
+    count = own[0].numel()
+    for index in changed.tolist():
+        assert index % models.SPARSE_STRIDE != 0
+        assert count // models.SPARSE_MARGIN <= index < count - count // models.SPARSE_MARGIN
+    # torch.rand draws no negative value; the one stress element is negative, and clearly so
+    assert float(drawn[0].reshape(-1)[changed].max()) < -0.05 and float(own[0].min()) >= 0
+
+
+def test_sparse_sets_differ_from_seed_to_seed_and_take_their_elements_from_their_stress_distribution():
+    places = set()
+    for seed in range(40):
+        own = models.generate_inputs(Task, seed, 1.0, "cpu")[0].reshape(-1)
+        drawn = models.generate_inputs(Task, seed, 1.0, "cpu", sparse())[0].reshape(-1)
+        places.update((drawn != own).nonzero().reshape(-1).tolist())
+        assert float(drawn.min()) < 0
+    assert len(places) >= 38, "positions drawn from the seed"
+    shifted = {"kind": "shifted", "positive": True}
+    own = models.generate_inputs(Task, 5, 1.0, "cpu")[0]
+    moved = models.generate_inputs(Task, 5, 1.0, "cpu", sparse(shifted))[0]
+    changed = (moved != own).reshape(-1).nonzero().reshape(-1)
+    assert changed.numel() == 1
+    # no sign to flip: the element farthest from the task's own value, outside its range
+    assert float(moved.reshape(-1)[changed]) > float(own.max()) + 1
+
+
+def test_a_sparse_set_catches_a_shortcut_taken_on_a_sample_that_stress_sets_make_compute():
+    # ReLU of torch.rand inputs, as a kernel that tests a sample for negative values and copies
+    # its input when the sample has none.
+    def stride(flat):
+        return flat[::64]
+
+    def prefix(flat):
+        return flat[:1024]
+
+    scattered_positions = torch.randperm(64 * 256, generator=torch.Generator().manual_seed(3))[:256]
+
+    def scattered(flat):
+        return flat[scattered_positions]
+
+    def shortcut(sample):
+        def relu(x):
+            return x.clone() if bool((sample(x.reshape(-1)) >= 0).all()) else torch.relu(x)
+        return relu
+
+    for sample in (stride, prefix, scattered):
+        relu = shortcut(sample)
+        for seed in range(6):
+            own = models.generate_inputs(Task, seed, 1.0, "cpu")[0]
+            assert torch.equal(relu(own), torch.relu(own)), "right on the task's own inputs"
+            stressed = models.generate_inputs(Task, seed, 1.0, "cpu", SIGN_SYMMETRIC)[0]
+            assert torch.equal(relu(stressed), torch.relu(stressed)), "it computes where its sample sees negatives"
+        caught = 0
+        for seed in range(64):
+            x = models.generate_inputs(Task, seed, 1.0, "cpu", sparse())[0]
+            caught += not torch.allclose(relu(x), torch.relu(x), atol=1e-2, rtol=1e-2)
+        # strided and prefix samples never see the element; a random one of a 64th does, at times
+        assert caught == 64 if sample is not scattered else caught >= 56
+
+
+def test_sparse_sets_are_checked_and_described():
+    assert models.check_distribution({"kind": "sparse", "stress": {"kind": "heavy_tailed"}}) == \
+        {"kind": "sparse", "stress": {"kind": "heavy_tailed", "positive": False}}
+    for stress in (None, {"kind": "gaussian"}, sparse(), {"kind": models.NEAR_REPEAT, "base": [1, 1.0, None]}):
+        with pytest.raises(models.DistributionError):
+            models.check_distribution({"kind": "sparse", "stress": stress})
+    text = models.describe_distribution(models.check_distribution(sparse()))
+    assert "own inputs" in text and "sign-symmetric stress inputs" in text
+
+
+def test_a_sparse_set_of_a_tiny_input_is_its_stress_set():
+    class Tiny:
+        @staticmethod
+        def get_inputs():
+            return [torch.rand(1), torch.rand(3, 5)]
+
+    own = models.generate_inputs(Tiny, 8, 1.0, "cpu")
+    drawn = models.generate_inputs(Tiny, 8, 1.0, "cpu", sparse())
+    stress = models.generate_inputs(Tiny, 8, 1.0, "cpu", SIGN_SYMMETRIC)
+    assert torch.equal(drawn[0], stress[0])
+    assert int((drawn[1] != own[1]).sum()) == 1, "small inputs draw from every position"
+
+
+REFERENCE = """
+import torch
+import torch.nn as nn
+
+batch, width = 4, 32
+SCALE = 0.5
+
+
+def helper(n):
+    return torch.rand(batch, n) * SCALE
+
+
+class Model(nn.Module):
+    def __init__(self, k):
+        super().__init__()
+
+    def forward(self, x):
+        return torch.relu(x)
+
+
+def unrelated():
+    return Model(3)
+
+
+def get_inputs():
+    return [helper(width), [torch.randn(2) for _ in range(2)], 3.0]
+
+
+def get_init_inputs():
+    return [batch]
+"""
+
+
+def test_the_reference_module_keeps_only_what_builds_inputs(tmp_path):
+    import sys
+
+    path = tmp_path / "model.py"
+    path.write_text(REFERENCE)
+    module = models.load_reference(str(path))
+    before = models.generate_inputs(module, 17, 1.0, "cpu", sparse())
+    init = models.init_inputs(module, 17, "cpu")
+    assert sys.modules.get("cuda_agent_reference") is module
+    models.keep_inputs_only(module)
+    assert not hasattr(module, "Model") and not hasattr(module, "unrelated") and not hasattr(module, "nn")
+    assert {"get_inputs", "get_init_inputs", "helper", "batch", "width", "SCALE", "torch"} <= set(vars(module))
+    assert "Model" not in module.get_inputs.__globals__
+    assert module not in sys.modules.values()
+    after = models.generate_inputs(module, 17, 1.0, "cpu", sparse())
+    assert torch.equal(before[0], after[0]) and all(torch.equal(a, b) for a, b in zip(before[1], after[1]))
+    assert before[2] == after[2] and models.init_inputs(module, 17, "cpu") == init
+    assert models.fingerprint(before[:1]) == models.fingerprint(after[:1])

@@ -54,23 +54,29 @@ TEST_CASE("the harness verifier accepts a correct candidate and rejects wrong on
   INFO(nlohmann::json(correct).dump(2));
   CHECK(correct.correct);
   CHECK_FALSE(correct.rejection);
-  // Two calls per set at least (the five requested and the near repeat of the first), one
-  // or two more on sets drawn at random: every call checked.
-  CHECK((correct.checks_total == 13 || correct.checks_total == 14));
+  // Two calls per set at least (the five requested, the second sparse set of the audit and
+  // the near repeat of the first), one or two more on sets drawn at random: every call checked.
+  CHECK((correct.checks_total == 15 || correct.checks_total == 16));
   CHECK(correct.checks_passed == correct.checks_total);
   CHECK(correct.details["plan"].size() == static_cast<std::size_t>(correct.checks_total));
   CHECK(correct.details["audit"]["degenerate"] == false);
-  // No null model passes ReLU on its own inputs; heavy tails are added to every task.
+  // No null model passes ReLU on its own inputs; heavy tails are added to every task, and two
+  // sparse sets (the task's own inputs with one heavy-tailed element each). The heavy-tailed
+  // set and the first sparse set take the unscaled places after the first; the second
+  // sparse set is one more.
   const nlohmann::json heavy_tailed = {{"kind", "heavy_tailed"}, {"positive", false}};
-  CHECK(correct.details["audit"]["stress"] == nlohmann::json::array({heavy_tailed}));
+  const nlohmann::json sparse = {{"kind", "sparse"}, {"stress", heavy_tailed}};
+  CHECK(correct.details["audit"]["stress"] == nlohmann::json::array({heavy_tailed, sparse, sparse}));
   const auto& distributions = correct.details["distributions"];
-  REQUIRE(distributions.size() == 5);
+  REQUIRE(distributions.size() == 6);
+  CHECK(distributions == nlohmann::json::array({nullptr, heavy_tailed, sparse, nullptr, nullptr, sparse}));
   CHECK(std::count(distributions.begin(), distributions.end(), heavy_tailed) == 1);
-  CHECK(std::count(distributions.begin(), distributions.end(), nullptr) == 4);
+  CHECK(std::count(distributions.begin(), distributions.end(), sparse) == 2);
+  CHECK(std::count(distributions.begin(), distributions.end(), nullptr) == 3);
   CHECK(correct.details["tolerance"]["atol_scale"]["statistic"] == "rms");
   const auto seeds = correct.details["seeds"].get<std::vector<std::uint32_t>>();
-  CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 5);
-  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
+  CHECK(std::set<std::uint32_t>(seeds.begin(), seeds.end()).size() == 6);
+  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0, 1.0}));
   CHECK(correct.details["tolerance"]["default"]["atol"] == 1e-2);
 
   {  // every verification draws new seeds
@@ -187,7 +193,12 @@ def get_init_inputs():
   CHECK(rand_relu["passing"] == nlohmann::json::array({"passthrough"}));
   CHECK(rand_relu["unfit"] == false);
   REQUIRE_FALSE(rand_relu["stress"].empty());
-  CHECK(rand_relu["stress"][0] == nlohmann::json({{"kind", "sign_symmetric"}, {"positive", false}}));
+  const nlohmann::json sign_symmetric = {{"kind", "sign_symmetric"}, {"positive", false}};
+  CHECK(rand_relu["stress"][0] == sign_symmetric);
+  // Then heavy tails, and two sparse sets: torch.rand's values with one sign-symmetric element.
+  const nlohmann::json sparse = {{"kind", "sparse"}, {"stress", sign_symmetric}};
+  CHECK(rand_relu["stress"] == nlohmann::json::array({sign_symmetric, {{"kind", "heavy_tailed"}, {"positive", false}},
+                                                      sparse, sparse}));
 }
 
 TEST_CASE("audits are kept per task, harness and policy, in memory and in the cache directory", "[python][verifier]") {
@@ -260,7 +271,10 @@ TEST_CASE("stress inputs from the audit reject a copy of the input where the tas
   INFO(nlohmann::json(correct).dump(2).substr(0, 4000));
   CHECK(correct.correct);
   CHECK(correct.details["distributions"][1] == nlohmann::json({{"kind", "sign_symmetric"}, {"positive", false}}));
-  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0}));
+  // sign-symmetric and heavy-tailed in the unscaled places, the two sparse sets after the scaled ones
+  CHECK(correct.details["scales"] == nlohmann::json::array({1.0, 1.0, 1.0, 2.0, 4.0, 1.0, 1.0}));
+  CHECK(correct.details["distributions"][5]["kind"] == "sparse");
+  CHECK(correct.details["distributions"][6]["kind"] == "sparse");
   const ca::VerificationResult copy =
       fixture.verifier.verify(rand_relu, fixture.build(with_forward("        return cuda_extension.copy(x)\n")));
   REQUIRE(copy.rejection);

@@ -41,6 +41,59 @@ def load_reference(path: str):
     return module
 
 
+#: What the candidate's process keeps of the reference module once ModelNew is to be loaded.
+INPUT_FUNCTIONS = ("get_inputs", "get_init_inputs")
+
+
+def _names_used(value) -> set[str]:
+    """The global names a function (its nested code: comprehensions, inner functions) or
+    the methods of a class may look up: a superset, since attribute names are among them."""
+    codes = []
+    if isinstance(value, type):
+        for member in vars(value).values():
+            member = getattr(member, "__func__", member)
+            if isinstance(member, property):
+                codes.extend(f.__code__ for f in (member.fget, member.fset, member.fdel) if f is not None)
+            elif hasattr(member, "__code__"):
+                codes.append(member.__code__)
+    elif hasattr(value, "__code__"):
+        codes.append(value.__code__)
+    names: set[str] = set()
+    while codes:
+        code = codes.pop()
+        names.update(code.co_names)
+        codes.extend(constant for constant in code.co_consts if hasattr(constant, "co_names"))
+    return names
+
+
+def keep_inputs_only(module) -> None:
+    """Strips the reference ``module`` down to get_inputs, get_init_inputs and the module-level
+    names they use, directly or through the functions and classes they call (sizes,
+    constants, helpers, imported modules such as torch), and removes it from sys.modules.
+
+    The candidate's process needs the reference for the weights and the inputs only, and
+    builds the weights before the candidate's code is imported; what it keeps afterwards
+    must not let that code find the reference Model and run it (the functions' own globals
+    are this module's namespace, which is stripped in place). Input generation is unchanged:
+    the same names resolve to the same objects."""
+    namespace = vars(module)
+    kept = {name for name in namespace if name.startswith("__") and name.endswith("__")}
+    pending = [name for name in INPUT_FUNCTIONS if name in namespace]
+    while pending:
+        name = pending.pop()
+        if name in kept or name not in namespace:
+            continue
+        kept.add(name)
+        value = namespace[name]
+        if getattr(value, "__module__", None) == module.__name__:  # a function or class of the file
+            pending.extend(used for used in _names_used(value) if used in namespace)
+    for name in [name for name in namespace if name not in kept]:
+        del namespace[name]
+    for name, registered in list(sys.modules.items()):
+        if registered is module:
+            del sys.modules[name]
+
+
 def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)
     random.seed(seed)
@@ -220,11 +273,39 @@ NEAR_REPEAT = "near_repeat"
 #: One element in this many of each floating-point input changes in a near repeat.
 NEAR_REPEAT_ELEMENTS = 4096
 
+#: A set that is the task's own inputs with a single element of each floating-point input
+#: taken from a stress distribution (``sparse_inputs``): {"kind": SPARSE, "stress": a
+#: stress distribution}. A kernel that tests a sample of its inputs for a property of the
+#: task's own (no negative value) and takes a shortcut when the sample has it passes the
+#: stress sets, where its sample sees the property fail and it computes, and the task's own
+#: sets, where the shortcut is right; one stress element among the task's own values, where
+#: the sample does not look, makes the shortcut wrong there.
+SPARSE = "sparse"
+#: Elements of each floating-point input a sparse set takes from its stress distribution.
+#: One, because a sample of a fraction f of the elements misses each of them with
+#: probability 1 - f only: every further element is a further chance for the sample to see
+#: one and for the kernel to compute (at one in 4096 of 16 M elements, a sample of every
+#: 64th element would see 64 of them).
+SPARSE_ELEMENTS = 1
+#: The element is chosen among this many positions drawn at random: the one whose stress
+#: value has the sign opposite to the task's own there (a sign is what most shortcuts test:
+#: a ReLU or an absolute value of inputs that torch.rand never draws negative), and of those
+#: the one farthest from the task's own value, so that it shows beyond any tolerance.
+SPARSE_CANDIDATES = 64
+#: Positions a sample of the elements takes most often are left out, so that it misses the
+#: stress element whatever the seed: the first and the last 1/SPARSE_MARGIN of the elements
+#: (a prefix, the first row, the last ones) and every index divisible by SPARSE_STRIDE (every
+#: n-th element for n a multiple of it, the first element of each row of such a length).
+#: Inputs of fewer than SPARSE_MARGIN * SPARSE_STRIDE elements draw from all positions.
+SPARSE_MARGIN = 8
+SPARSE_STRIDE = 8
+
 
 def check_distribution(spec) -> dict | None:
-    """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool}, or
-    {"kind": NEAR_REPEAT, "base": [seed, scale, distribution]}), or None for the task's own
-    inputs; raises DistributionError otherwise."""
+    """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool},
+    {"kind": NEAR_REPEAT, "base": [seed, scale, distribution]} or {"kind": SPARSE, "stress":
+    a distribution of STRESS_KINDS}), or None for the task's own inputs; raises
+    DistributionError otherwise."""
     if spec is None:
         return None
     if isinstance(spec, dict) and spec.get("kind") == NEAR_REPEAT:
@@ -235,8 +316,15 @@ def check_distribution(spec) -> dict | None:
         if inner is not None and inner["kind"] == NEAR_REPEAT:
             raise DistributionError("a near repeat's base set cannot be a near repeat itself")
         return {"kind": NEAR_REPEAT, "base": [int(base[0]), float(base[1]), inner]}
+    if isinstance(spec, dict) and spec.get("kind") == SPARSE:
+        stress = spec.get("stress")
+        if not isinstance(stress, dict) or stress.get("kind") not in STRESS_KINDS:
+            raise DistributionError(f"a sparse set takes its elements from a distribution of {', '.join(STRESS_KINDS)},"
+                                    f" not {stress!r}")
+        return {"kind": SPARSE, "stress": check_distribution(stress)}
     if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
-        raise DistributionError(f"unknown input distribution {spec!r}; expected one of {', '.join(STRESS_KINDS)}")
+        raise DistributionError(f"unknown input distribution {spec!r}; expected one of"
+                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT))}")
     return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
 
 
@@ -244,7 +332,11 @@ def describe_distribution(spec: dict | None) -> str:
     if spec is None:
         return "the task's own inputs"
     if spec["kind"] == NEAR_REPEAT:
-        return f"a near repeat: another set's inputs with one element in {NEAR_REPEAT_ELEMENTS} moved"
+        return (f"a near repeat: another set's inputs with one element in {NEAR_REPEAT_ELEMENTS} moved and as many"
+                " consecutive ones copied")
+    if spec["kind"] == SPARSE:
+        return (f"the task's own inputs with {'one element' if SPARSE_ELEMENTS == 1 else f'{SPARSE_ELEMENTS} elements'}"
+                f" of each floating-point input taken from {describe_distribution(spec['stress'])}")
     return spec["kind"].replace("_", "-") + (" (positive)" if spec.get("positive") else "") + " stress inputs"
 
 
@@ -344,10 +436,10 @@ def scalar_factor(seed: int, position: int) -> float:
 
 def generate_inputs(module, seed: int, scale: float, device: str, distribution: dict | None = None) -> list:
     """One input set: ``get_inputs()`` under ``seed``, created on ``device``; floating-point
-    tensors are reshaped to ``distribution`` (``reshape_distribution``; None keeps the
-    task's own) and multiplied by ``scale`` (stress sets that leave the default
-    distribution, for clamps that standard-normal inputs never reach); floating-point
-    numbers are scaled by ``scalar_factor``."""
+    tensors are reshaped to ``distribution`` (``reshape_distribution``, ``sparse_inputs``
+    or ``near_repeat_inputs``; None keeps the task's own) and multiplied by ``scale``
+    (stress sets that leave the default distribution, for clamps that standard-normal
+    inputs never reach); floating-point numbers are scaled by ``scalar_factor``."""
     distribution = check_distribution(distribution)
     if distribution is not None and distribution["kind"] == NEAR_REPEAT:
         base_seed, base_scale, base_distribution = distribution["base"]
@@ -361,7 +453,9 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
         if isinstance(value, torch.Tensor):
             value = value.to(device)
             if value.dtype.is_floating_point:
-                if distribution is not None:
+                if distribution is not None and distribution["kind"] == SPARSE:
+                    value = sparse_inputs(value, distribution["stress"], seed, position)
+                elif distribution is not None:
                     value = reshape_distribution(value, distribution, seed, position)
                 if scale != 1.0:
                     value = value * scale
@@ -375,11 +469,56 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
     return result
 
 
+def sparse_inputs(value: torch.Tensor, stress: dict, seed: int, position: int) -> torch.Tensor:
+    """The floating-point input ``value`` (the task's own draw) with SPARSE_ELEMENTS of its
+    elements replaced by those of the stress distribution ``stress`` at the same positions
+    (the stress set of ``seed`` has them there too). The positions come from a generator
+    seeded by the set's seed and the input's position: among SPARSE_CANDIDATES positions
+    drawn off the ones a sample takes most often (SPARSE_MARGIN, SPARSE_STRIDE), those whose
+    stress value has the sign opposite to the task's own come first, and among them the ones
+    farthest from it."""
+    drawn = reshape_distribution(value, stress, seed, position)
+    count = value.numel()
+    if count <= SPARSE_ELEMENTS:
+        return drawn
+    device = value.device
+    generator = _generator(device, _derived_seed("sparse", seed, position))
+    if count >= SPARSE_MARGIN * SPARSE_STRIDE:
+        # Blocks of SPARSE_STRIDE elements inside the margins, and an offset other than 0 in one.
+        first_block = -(-count // SPARSE_MARGIN // SPARSE_STRIDE)
+        end_block = (count - count // SPARSE_MARGIN) // SPARSE_STRIDE
+        blocks = torch.randint(first_block, end_block, (SPARSE_CANDIDATES,), generator=generator, device=device)
+        offsets = torch.randint(1, SPARSE_STRIDE, (SPARSE_CANDIDATES,), generator=generator, device=device)
+        candidates = blocks * SPARSE_STRIDE + offsets
+    else:
+        candidates = torch.randint(count, (SPARSE_CANDIDATES,), generator=generator, device=device)
+    stress_flat = drawn.reshape(-1)
+    own, new = value.reshape(-1)[candidates].double(), stress_flat[candidates].double()
+    gap = (new - own).abs()
+    opposite = (own < 0) != (new < 0)
+    order = torch.argsort(opposite.double() * (float(gap.max()) + 1) + gap, descending=True, stable=True)
+    chosen: list[int] = []
+    for index in candidates[order].tolist():
+        if index not in chosen:
+            chosen.append(index)
+        if len(chosen) == SPARSE_ELEMENTS:
+            break
+    places = torch.tensor(chosen, device=device, dtype=torch.int64)
+    replacements = stress_flat[places].clone()
+    del drawn, stress_flat  # the stress draw is as large as the input: gone before the copy
+    # A copy: get_inputs may hand out a tensor it keeps (a module-level constant).
+    result = value.clone(memory_format=torch.contiguous_format)
+    result.view(-1)[places] = replacements
+    return result
+
+
 def near_repeat_inputs(values: list, seed: int) -> list:
     """``values`` with one element in NEAR_REPEAT_ELEMENTS of each floating-point tensor
-    replaced by another element of the same tensor (positions drawn from ``seed``): inputs
-    that agree with another set almost everywhere and stay in its domain, so a result
-    cached under a sample of the elements is wrong at the ones that moved."""
+    replaced by another element of the same tensor, and a run of as many consecutive
+    elements copied from another place (positions drawn from ``seed``): inputs that agree
+    with another set almost everywhere and stay in its domain, so a result cached under a
+    sample of the elements, scattered or contiguous (a prefix, a row), is wrong at the ones
+    that moved."""
     for position, value in enumerate(values):
         if isinstance(value, torch.Tensor) and value.dtype.is_floating_point and value.numel() > 1:
             flat = value.view(-1)
@@ -390,6 +529,14 @@ def near_repeat_inputs(values: list, seed: int) -> list:
             targets = torch.unique(torch.randint(flat.numel(), (count,), generator=generator, device=value.device))
             sources = torch.randint(flat.numel(), (count,), generator=generator, device=value.device)[:targets.numel()]
             flat[targets] = flat[sources].clone()
+            # And a run of as many consecutive elements copied from elsewhere: a result
+            # cached under a sample that misses the run (a prefix, a row, scattered
+            # elements) is wrong over the whole run, not only at a few scattered elements.
+            run = min(count, flat.numel() // 2)
+            starts = flat.numel() - run + 1
+            source, shift = torch.randint(starts, (2,), generator=generator, device=value.device).tolist()
+            target = (source + 1 + shift % (starts - 1)) % starts
+            flat[target:target + run] = flat[source:source + run].clone()
     return values
 
 

@@ -5,14 +5,17 @@ The text is first brought to what the compiler's tokenizer sees: backslash-newli
 continuations joined (a name split over two lines is one name), the ``%:`` digraphs
 spelled as ``#``, comments and string literals blanked out (so that they never trigger a
 rule). Rules then run over the whole text, so that a qualified name broken over lines is
-still seen; each finding carries the line of the original file.
+still seen, and once more with the file's own macros expanded (a macro call whose arguments
+run over lines read as one line); each finding carries the line of the original file.
 
 This is the first and fastest message, not the boundary: what the built module links is
 checked symbol by symbol afterwards (include/cuda_agent/verify/link_policy.hpp), and that
 check sees every call however the source spells it. The rules here aim at the spellings
 that hide a call from a reader: ``using`` directives and namespace aliases of torch's
 namespaces, functions taken by their address, headers named through macros, inline
-assembly in host code and raw system calls."""
+assembly in host code and raw system calls; and at what no symbol shows: state kept between
+calls (static, namespace-scope and device variables holding numbers) and strings naming
+Python's internals."""
 
 from __future__ import annotations
 
@@ -321,21 +324,51 @@ def _split_arguments(text: str, start: int) -> tuple[list[str], int] | None:
     return None
 
 
-def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, str]]:
-    """(offset, text) of each line of ``code`` (comments and literals blanked) that uses one
-    of the file's own macros, with those macros expanded: a rescan of the result expands
-    what the expansion produced, up to ``passes`` times."""
+#: The most lines one call of a function-like macro may spread its arguments over and still
+#: be read as one line when the file's macros are expanded.
+_MACRO_CALL_LINES = 40
+
+
+def _unclosed_macro_call(text: str, function_like: re.Pattern) -> bool:
+    """Whether ``text`` ends inside a call of one of the file's function-like macros: its
+    argument list opens and does not close, or the name ends the text (the parenthesis may
+    open on the next line)."""
+    for match in function_like.finditer(text):
+        rest = text[match.end():]
+        if not rest.strip():
+            return True
+        opening = re.match(r"\s*\(", rest)
+        if opening and _split_arguments(text, match.end() + opening.end() - 1) is None:
+            return True
+    return False
+
+
+def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, int, str]]:
+    """(offset, offset of the last line, text) of each line of ``code`` (comments and
+    literals blanked) that uses one of the file's own macros, with those macros expanded: a
+    rescan of the result expands what the expansion produced, up to ``passes`` times. A
+    macro call whose arguments run over lines is one line from its first to the one that
+    closes it (``_MACRO_CALL_LINES`` at most), as the preprocessor reads it: a name split
+    between two of its arguments is then whole."""
     macros = _macro_definitions(code)
     if not macros:
         return []
     name = re.compile(r"\b(" + "|".join(re.escape(each) for each in macros) + r")\b")
+    calls = [re.escape(each) for each, (parameters, _) in macros.items() if parameters is not None]
+    function_like = re.compile(r"\b(" + "|".join(calls) + r")\b") if calls else None
+    lines = code.split("\n")
     expanded_lines = []
-    offset = 0
-    for line in code.split("\n"):
-        start, offset = offset, offset + len(line) + 1
+    offset, index = 0, 0
+    while index < len(lines):
+        line = lines[index]
+        start, offset, index = offset, offset + len(line) + 1, index + 1
         if re.match(r"[ \t]*#[ \t]*define\b", line) or not name.search(line):
             continue
-        text = line
+        text, last, taken = line, start, 1
+        while (function_like is not None and taken < _MACRO_CALL_LINES and index < len(lines)
+               and not re.match(r"[ \t]*#", lines[index]) and _unclosed_macro_call(text, function_like)):
+            text += " " + lines[index]
+            last, offset, index, taken = offset, offset + len(lines[index]) + 1, index + 1, taken + 1
         for _ in range(passes):
             out, position, changed = [], 0, False
             for match in name.finditer(text):
@@ -359,8 +392,234 @@ def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, str]]:
             text = "".join(out)
             if not changed:
                 break
-        expanded_lines.append((start, text))
+        expanded_lines.append((start, last, text))
     return expanded_lines
+
+
+# -- state kept between calls ---------------------------------------------------------------
+# A variable that outlives the call (static, at namespace scope, on the device) lets the
+# extension count its calls and answer differently to the check and to the run that counts.
+# Numbers are what a counter is made of; handles, streams, events and pointers cached once
+# are what a binding legitimately keeps, and are left alone.
+
+#: The number-like types, as a declaration spells them (whitespace removed around ::, <, >).
+_NUMBER_TYPE = re.compile(
+    r"(?:(?:signed|unsigned|short|long|int|char|char8_t|char16_t|char32_t|wchar_t|bool|_Bool|float|double|__int128)"
+    r"(?: |$))+|"
+    r"(?:(?:::)?std::|::)?(?:u?int(?:_least|_fast)?(?:8|16|32|64)_t|u?intmax_t|u?intptr_t|size_t|ssize_t|ptrdiff_t)|"
+    r"(?:(?:::)?(?:c10|at|torch)::)?(?:Half|BFloat16)|__half|half|__nv_bfloat16|nv_bfloat16|__nv_half|"
+    r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4]|"
+    r"(?:(?:::)?cuda::)?(?:(?:::)?std::)?(?:atomic(?:_ref)?<.*>|atomic_\w+)")
+_NUMBER_ARRAY = re.compile(r"(?:(?:::)?std::)?array<(.*),[^,<>]*>")
+#: Words of a declaration that say how it is stored, not what it holds.
+_STORAGE_WORDS = frozenset((
+    "static", "extern", "inline", "thread_local", "_Thread_local", "__thread", "volatile", "register", "mutable",
+    "constinit", "__device__", "__managed__", "__host__", "__constant__", "__shared__", "__restrict__",
+    "__forceinline__", "__noinline__", "__inline__", "typename", '"'))
+_CONSTANT_WORDS = frozenset(("const", "constexpr", "consteval"))
+#: Words that begin something other than a variable's declaration.
+_NOT_A_VARIABLE = frozenset((
+    "typedef", "using", "friend", "return", "throw", "goto", "delete", "new", "operator", "namespace", "class",
+    "struct", "union", "enum", "template", "case", "default", "else", "do", "if", "for", "while", "switch",
+    "co_return", "co_yield", "co_await", "static_assert", "sizeof", "decltype", "asm", "__asm__", "__asm", "void"))
+_TYPE_KEYWORDS = frozenset(("signed", "unsigned", "short", "long", "int", "char", "bool", "float", "double", "auto",
+                            "void", "const", "constexpr", "volatile", "static"))
+_DECLARATION_TOKEN = re.compile(r"[A-Za-z_]\w*|::|\d[\w.']*|\.\d[\w.']*|\S")
+#: Attributes of a declaration: [[...]], and the words whose parenthesis follows.
+_DECLARATION_NOISE = re.compile(r"\[\[.*?\]\]|"
+                                r"\b(?:__attribute__|alignas|__align__|__declspec|__launch_bounds__)\s*(?=\()")
+#: What may precede a declaration in its statement: labels, access specifiers, template headers.
+_LABELS = re.compile(r"\s*(?:(?:public|private|protected|default)\s*:(?!:)|case\b(?:[^:;]|::)*:(?!:))")
+_TEMPLATE_HEADER = re.compile(r"\s*template\s*(?=<)")
+_NUMBER_START = re.compile(r"\s*[-+]?\s*(?:\d|\.\d|true\b|false\b|')")
+_NAMESPACE_HEAD = re.compile(r'\s*(?:(?:inline\s+)?namespace\b[\w\s:]*|extern\s*"[^"\n]*"\s*)')
+
+
+def _blank(text: str, start: int, end: int) -> str:
+    return text[:start] + " " * (end - start) + text[end:]
+
+
+def _balanced(text: str, start: int, opening: str, closing: str) -> int:
+    """The offset after the bracket that closes the one at ``start`` (the text's end if none)."""
+    depth = 0
+    for position in range(start, len(text)):
+        if text[position] == opening:
+            depth += 1
+        elif text[position] == closing:
+            depth -= 1
+            if depth == 0:
+                return position + 1
+    return len(text)
+
+
+def _declaration_words(segment: str) -> str:
+    """``segment`` with attributes, labels and template headers blanked (offsets kept)."""
+    for match in reversed(list(_DECLARATION_NOISE.finditer(segment))):
+        end = match.end() if match.group(0).startswith("[[") else _balanced(segment, match.end(), "(", ")")
+        segment = _blank(segment, match.start(), end)
+    position = 0
+    while True:
+        label = _LABELS.match(segment, position)
+        template = _TEMPLATE_HEADER.match(segment, position)
+        if label:
+            segment, position = _blank(segment, label.start(), label.end()), label.end()
+        elif template:
+            end = _balanced(segment, template.end(), "<", ">")
+            segment, position = _blank(segment, template.start(), end), end
+        else:
+            return segment
+
+
+def _declared_variable(segment: str) -> tuple[str, int, list[str], str, str] | None:
+    """(name, its offset in ``segment``, the other words before it, the character after it,
+    the text after that character) of the variable a statement ``segment`` declares; None
+    for a function, a type or anything else."""
+    words = _declaration_words(segment)
+    tokens = [(match.group(0), match.start()) for match in _DECLARATION_TOKEN.finditer(words)]
+    angles, end = 0, len(tokens)
+    for k, (token, _) in enumerate(tokens):
+        if token == "<":
+            angles += 1
+        elif token == ">" and angles:
+            angles -= 1
+        elif angles == 0 and token in ("=", "[", "(", "{", ",", ";", ":"):
+            end = k
+            break
+    head = tokens[:end]
+    if len(head) < 2 or not re.fullmatch(r"[A-Za-z_]\w*", head[-1][0]) or head[-1][0] in _TYPE_KEYWORDS:
+        return None
+    name, name_offset = head[-1]
+    words_before = [token for token, _ in head[:-1]]
+    while len(words_before) >= 2 and words_before[-1] == "::":  # Counter::calls, defined out of its class
+        words_before = words_before[:-2]
+    if not words_before or set(words_before) & _NOT_A_VARIABLE:
+        return None
+    after = tokens[end][0] if end < len(tokens) else ""
+    rest = words[tokens[end][1] + 1:] if end < len(tokens) else ""
+    if after == "(" and not _NUMBER_START.match(rest):
+        return None  # a function; "static int calls(0)" initializes a number
+    return name, name_offset, words_before, after, rest
+
+
+def _number_like(type_text: str, after: str, rest: str) -> bool:
+    if type_text == "auto":
+        return after == "=" and bool(_NUMBER_START.match(rest))
+    array = _NUMBER_ARRAY.fullmatch(type_text)
+    return bool(_NUMBER_TYPE.fullmatch(array.group(1) if array else type_text))
+
+
+def _kept_state(code: str, scope_known: bool = True) -> list[tuple[int, str]]:
+    """(offset, what it is) of each variable of ``code`` (comments and literals blanked)
+    that keeps a value from one call to the next: a number declared static or thread_local,
+    or at namespace scope (when ``scope_known``: the text is a whole file), and any device
+    variable (__device__, __managed__). Constants, __constant__ and __shared__ memory are
+    none."""
+    structure = re.sub(r"(?m)^[ \t]*#.*$", lambda match: " " * len(match.group(0)), code)
+    found: list[tuple[int, str]] = []
+    namespaces: list[bool] = []  # per open brace: whether it opens a namespace or extern "C" block
+    start = 0
+    for position, character in enumerate(structure):
+        if character not in ";{}":
+            continue
+        segment = structure[start:position]
+        declared = _declared_variable(segment)
+        if declared is not None:
+            name, name_offset, words, after, rest = declared
+            word_set = set(words)
+            type_words = " ".join(word for word in words if word not in _STORAGE_WORDS)
+            type_text = re.sub(r"\s*(::|<|>|,|\*|&)\s*", r"\1", type_words)
+            device = [word for word in words if word in ("__device__", "__managed__")]
+            per_thread = word_set & {"thread_local", "_Thread_local", "__thread"}
+            kept = "static" in word_set or per_thread
+            described = None
+            if word_set & _CONSTANT_WORDS or word_set & {"__shared__", "__constant__"}:
+                pass  # read-only, or memory of one block's one launch
+            elif device:
+                described = f"a device variable ({' '.join(device)})"
+            elif ("*" not in words and "&" not in words and "&&" not in words
+                  and (kept or (scope_known and all(namespaces))) and _number_like(type_text, after, rest)):
+                described = ("a thread_local variable" if per_thread else "a static variable" if kept else
+                             "a variable at namespace scope")
+            if described:
+                shown = type_text + ("[]" if after == "[" else "")
+                found.append((start + name_offset, f"'{name}' ({shown}) is {described}"))
+        if character == "{":
+            namespaces.append(_NAMESPACE_HEAD.fullmatch(_declaration_words(segment)) is not None)
+        elif character == "}" and namespaces:
+            namespaces.pop()
+        start = position + 1
+    return found
+
+
+_STATE_ADVICE = (", which keeps its value from one call to the next: a kernel's result must depend only on its inputs."
+                 " Keep only caches keyed on nothing that changes (constants const or constexpr; handles, streams and"
+                 " events created once), or pass state explicitly (a tensor the Python side holds and passes in).")
+
+
+# -- names of Python's internals in strings ---------------------------------------------------
+#: Python's and torch's internals that native code can only want in order to reach Python:
+#: its modules and builtins, attribute walks to them, torch's private module, its dispatch
+#: modes and keys. A string literal that is exactly one of them (or a dotted path through
+#: one) is refused; messages that merely contain the words are not.
+_PYTHON_INTERNAL_NAMES = frozenset((
+    "__import__", "builtins", "__builtins__", "sys", "modules", "os", "subprocess", "ctypes", "importlib", "gc",
+    "getattr", "setattr", "exec", "eval", "globals", "locals", "vars", "__dict__", "__globals__", "__class__",
+    "__subclasses__", "__mro__", "__bases__", "__base__", "__loader__", "__spec__", "__code__", "__closure__",
+    "__getattribute__", "_getframe", "f_back", "f_globals", "f_locals", "get_referrers",
+    "_C", "_disabled_torch_function_impl", "_disabled_torch_dispatch_impl", "_DisableTorchDispatch",
+    "_DisableTorchFunction", "_DisableTorchFunctionSubclass", "_EnableTorchFunction", "_DisableFuncTorch",
+    "_pop_torch_dispatch_stack", "_pop_torch_function_stack", "_push_on_torch_dispatch_stack",
+    "_push_on_torch_function_stack", "_len_torch_dispatch_stack", "_len_torch_function_stack", "_pop_mode",
+    "_pop_mode_temporarily", "_get_dispatch_mode", "_set_dispatch_mode", "_unset_dispatch_mode",
+    "_disable_current_modes", "_python_dispatch", "_ExcludeDispatchKeyGuard", "_IncludeDispatchKeyGuard",
+    "_RestorePythonTLSSnapshot", "_AutoDispatchBelowAutograd", "_dispatch_tls_set_dispatch_key_excluded",
+    "_dispatch_tls_set_dispatch_key_included", "_dispatch_tls_is_dispatch_key_excluded",
+    "_dispatch_tls_local_exclude_set", "_dispatch_tls_local_include_set", "DispatchKey", "DispatchKeySet", "Python",
+    "PythonTLSSnapshot", "PythonDispatcher", "PreDispatch", "__torch_dispatch__", "__torch_function__",
+    "TorchDispatchMode", "TorchFunctionMode",
+))
+_DOTTED_NAME = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*")
+_ESCAPE = re.compile(r"\\(?:x([0-9A-Fa-f]+)|([0-7]{1,3})|u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|(.))", re.S)
+_SIMPLE_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "a": "\a", "b": "\b", "f": "\f", "v": "\v"}
+
+
+def _unescaped(text: str) -> str:
+    def one(match: re.Match) -> str:
+        for group in (1, 3, 4):
+            if match.group(group):
+                return chr(min(int(match.group(group), 16), 0x10FFFF))
+        if match.group(2):
+            return chr(int(match.group(2), 8))
+        return _SIMPLE_ESCAPES.get(match.group(5), match.group(5))
+    return _ESCAPE.sub(one, text)
+
+
+def _string_constants(joined: str, code: str, literals: list[tuple[int, int]]) -> list[tuple[int, str]]:
+    """(offset, value) of each string the compiler builds: adjacent literals ("_Disable"
+    "TorchDispatch") are one, and escapes are decoded."""
+    strings: list[tuple[int, str]] = []
+    previous_end = None
+    for start, end in sorted(literals):
+        value = joined[start:end] if joined[start - 1:start] != "'" else None
+        if value is None:
+            previous_end = None
+            continue
+        raw = joined[start - 1:start] == "("  # a raw literal's content has no escapes
+        value = value if raw else _unescaped(value)
+        # Between two adjacent literals: the quotes (blanked for raw literals) and a prefix.
+        if previous_end is not None and re.fullmatch(r'"?\s*(?:u8|u|U|L)?', code[previous_end:start - 1]):
+            strings[-1] = (strings[-1][0], strings[-1][1] + value)
+        else:
+            strings.append((start, value))
+        previous_end = end
+    return strings
+
+
+def _python_internal(value: str) -> str | None:
+    """The internal ``value`` names, when it is exactly a name or a dotted path through one."""
+    if not _DOTTED_NAME.fullmatch(value):
+        return None
+    return next((part for part in value.split(".") if part in _PYTHON_INTERNAL_NAMES), None)
 
 
 def strip_cpp(text: str) -> str:
@@ -459,6 +718,20 @@ def device_ranges(code: str) -> list[tuple[int, int]]:
     return ranges
 
 
+_TORCH_NAME_ADVICE = (
+    "is torch's own computation or internals; the extension may use torch only to create tensors, read their"
+    " metadata and get streams, guards and library handles. Write the computation as your own kernels"
+    " (cuBLAS/cuDNN called directly are allowed where the task's library policy allows them).")
+
+
+def _torch_name_allowed(name: str) -> bool:
+    """Whether the qualified torch name ``name`` (whitespace removed) is one CPP_ALLOWED lists."""
+    return any(name == allowed or name.startswith(allowed + "::") or
+               (allowed.endswith("::") and name.startswith(allowed)) or
+               (allowed in ("torch::k", "c10::k") and re.match(re.escape(allowed) + r"[A-Z]", name))
+               for allowed in CPP_ALLOWED)
+
+
 def _finding(file: str, line: int, reason: str, message: str, rule: str) -> dict:
     return {"reason": reason, "file": file, "line": line, "rule": rule, "message": f"{file} line {line}: {message}"}
 
@@ -544,16 +817,8 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
 
     for match in _QUALIFIED.finditer(code):
         name = re.sub(r"\s+", "", match.group(0))
-        if any(name == allowed or name.startswith(allowed + "::") or
-               (allowed.endswith("::") and name.startswith(allowed)) or
-               (allowed in ("torch::k", "c10::k") and re.match(re.escape(allowed) + r"[A-Z]", name))
-               for allowed in CPP_ALLOWED):
-            continue
-        add(match.start(), 1, 0, "forbidden_operation",
-            f"{name} is torch's own computation or internals; the extension may use torch only to"
-            " create tensors, read their metadata and get streams, guards and library handles."
-            " Write the computation as your own kernels (cuBLAS/cuDNN called directly are allowed where the"
-            " task's library policy allows them).", "cpp-torch")
+        if not _torch_name_allowed(name):
+            add(match.start(), 1, 0, "forbidden_operation", f"{name} {_TORCH_NAME_ADVICE}", "cpp-torch")
     if not allow_cublas:
         for match in re.finditer(r"\bcublas\w*", code):
             add(match.start(), 2, 0, "forbidden_module",
@@ -572,20 +837,51 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
                 " OpenMP, threads, dynamic loading or ELF's magic number), as code that looks functions up in memory"
                 " would; call what you use directly.", "cpp-symbol-name")
 
+    # Names of Python's internals in strings: native code has no use for them but to reach Python.
+    for start, value in _string_constants(joined, code, literals):
+        internal = _python_internal(value)
+        if internal:
+            add(start, 0, len(CPP_FORBIDDEN) + 5, "forbidden_construct",
+                f"the string '{value}' names {internal}, one of Python's or torch's internals (modules, builtins,"
+                " attribute walks, torch._C, dispatch modes and keys), which native code could only use to reach"
+                " Python; the extension must only compute.", "cpp-python-name")
+
+    # State kept between calls.
+    for offset, what in _kept_state(code):
+        add(offset, 0, len(CPP_FORBIDDEN) + 4, "forbidden_construct", what + _STATE_ADVICE, "cpp-state")
+
     # The same pragmas spelled as _Pragma, whose operand is a string.
     for match in re.finditer(r'\b_Pragma\s*\(\s*(?:u8|u|U|L)?"\s*(redefine_extname|weak)\b', joined):
         add(match.start(), 0, len(CPP_FORBIDDEN) + 3, "forbidden_construct",
             f"'_Pragma(\"{match.group(1)} ...\")' declares a function under another symbol's name, which hides what"
             " the module calls or replaces a library's function.", "cpp-construct")
 
-    # The file's own macros, expanded: a rule sees a name however a macro assembles it.
-    seen = {(line, index) for line, phase, index, _ in found if phase == 0}
-    for offset, expanded in _expanded_lines(code):
+    # The file's own macros, expanded: a rule sees a name however a macro assembles it, in a
+    # call whose arguments run over lines too. What the text itself shows on one of the
+    # call's lines is not reported again.
+    seen = {(line, phase, index) for line, phase, index, _ in found}
+    state_rule = (0, len(CPP_FORBIDDEN) + 4)
+    for offset, last, expanded in _expanded_lines(code):
+        lines = range(line_of(offset), line_of(last) + 1)
+
+        def report(phase: int, index: int, reason: str, message: str, rule: str) -> None:
+            if not any((line, phase, index) in seen for line in lines):
+                seen.add((lines[0], phase, index))
+                add(offset, phase, index, reason, message, rule)
+
         for index, (pattern, reason, why) in enumerate(CPP_FORBIDDEN):
             match = pattern.search(expanded)
-            if match and (line_of(offset), index) not in seen:
-                seen.add((line_of(offset), index))
-                add(offset, 0, index, reason,
-                    f"'{_shown(match.group(0))}' (with this file's macros expanded) {why}.", "cpp-macro")
+            if match:
+                report(0, index, reason, f"'{_shown(match.group(0))}' (with this file's macros expanded) {why}.",
+                       "cpp-macro")
+        names = (re.sub(r"\s+", "", match.group(0)) for match in _QUALIFIED.finditer(expanded))
+        name = next((name for name in names if not _torch_name_allowed(name)), None)
+        if name:
+            report(1, 0, "forbidden_operation", f"{name} (with this file's macros expanded) {_TORCH_NAME_ADVICE}",
+                   "cpp-macro")
+        if not expanded.lstrip().startswith("#"):
+            for _, what in _kept_state(expanded, scope_known=False)[:1]:
+                report(*state_rule, "forbidden_construct", what + " (with this file's macros expanded)" +
+                       _STATE_ADVICE, "cpp-state")
     found.sort(key=lambda item: item[:3])
     return [item[3] for item in found]

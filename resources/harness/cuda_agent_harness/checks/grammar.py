@@ -54,7 +54,7 @@ from .findings import Findings
 TENSOR = "tensor"
 INPUT = "input"          # an argument of ModelNew.forward: a tensor or a value of get_inputs()
 NUMBER = "number"        # a Python number, bool or other scalar
-READ_BACK = "read-back"  # a number read back from a tensor's data (.item()): data, never arithmetic
+READ_BACK = "read-back"  # a number read back from a tensor's data (.item(), float(t)): data, never arithmetic
 SHAPE = "shape"          # a tuple of Python numbers (torch.Size among them)
 ARG = "argument"         # a constructor argument (a value of get_init_inputs())
 STRING = "string"
@@ -360,6 +360,9 @@ BUILTINS = {
 }
 #: Builtins that compute on their arguments: in forward, only on Python numbers and shapes.
 ARITHMETIC_BUILTINS = frozenset({"round", "abs", "min", "max", "sum", "divmod", "pow"})
+#: Builtins that turn a value into a Python number: of a tensor, in forward, they read its
+#: data back to the host (as .item() does), which lets code sniff its inputs and branch.
+NUMBER_CONVERSIONS = frozenset({"int", "float", "bool", "complex"})
 #: Builtins that reach attributes by computed names, or objects' types and namespaces.
 REFLECTION_BUILTINS = frozenset({"getattr", "setattr", "delattr", "hasattr", "vars", "dir", "type", "id",
                                  "issubclass", "callable", "classmethod", "staticmethod", "property"})
@@ -876,9 +879,21 @@ class _Grammar:
             self.merge(self.returns, self.function.qualified, atoms)
 
     def branch_test(self, test) -> None:
-        """A condition: in forward, one on a value read back from a tensor computes on it."""
-        if READ_BACK in self.value(test) and self.in_forward:
+        """A condition: in forward, one on a value read back from a tensor computes on it,
+        and one on a tensor reads its value back (bool(t))."""
+        atoms = self.value(test)
+        if not self.in_forward:
+            return
+        if READ_BACK in atoms:
             self.read_back_arithmetic(test, _shown(test))
+        elif TENSOR in atoms:
+            self.tensor_truth(test, _shown(test))
+
+    def tensor_truth(self, node, shown: str, what: str = "takes the truth of") -> None:
+        self.find("forbidden_operation", node, "read-back-arithmetic",
+                  f"{shown} {what} a value that may be a tensor, inside code that runs in forward: that reads its"
+                  " data back to Python to branch on it. Branch on Python numbers and shapes only; decide on the"
+                  " data in your kernels.")
 
     def statement_If(self, node) -> None:
         self.branch_test(node.test)
@@ -1298,6 +1313,9 @@ class _Grammar:
             self.read_back_arithmetic(node, _shown(node))
             return {REPORTED}
         if isinstance(node.op, ast.Not):
+            if self.in_forward and TENSOR in operand:
+                self.tensor_truth(node, _shown(node))
+                return {REPORTED}
             return {NUMBER}
         if not operand:
             return set()
@@ -1371,9 +1389,9 @@ class _Grammar:
 
     def read_back_arithmetic(self, node, shown: str) -> None:
         self.find("forbidden_operation", node, "read-back-arithmetic",
-                  f"{shown} computes in Python on a value read back from a tensor's data (.item()), inside code"
-                  " that runs in forward: such a value may only be handed to your extension. Do the computation in"
-                  " your kernels.")
+                  f"{shown} computes in Python on a value read back from a tensor's data (.item(), or int(),"
+                  " float(), bool() of a tensor), inside code that runs in forward: such a value may only be"
+                  " handed to your extension. Do the computation, and any decision on the data, in your kernels.")
 
     def tensor_arithmetic(self, node, shown: str, comparison: bool = False) -> None:
         what = "compares" if comparison else "computes"
@@ -1411,8 +1429,12 @@ class _Grammar:
                 not node.keywords and self.expr_quiet(node.func) == {BUILTIN + node.func.id}:
             name = node.func.id
             if name == "range":
-                for argument in node.args:
-                    self.value(argument)
+                bounds = set().union(*(self.value(argument) for argument in node.args)) if node.args else set()
+                if self.in_forward and READ_BACK in bounds:
+                    # A loop as long as a value of the data branches on it.
+                    self.read_back_arithmetic(node, _shown(node))
+                elif self.in_forward and TENSOR in bounds:
+                    self.tensor_truth(node, _shown(node), "counts a loop with")
                 return {NUMBER}, None
             if name == "enumerate" and node.args:
                 inner = self.element(self.value(node.args[0]))
@@ -1842,6 +1864,11 @@ class _Grammar:
         if self.in_forward and name != "print" and any(READ_BACK in atoms for atoms in positional):
             self.read_back_arithmetic(node, _shown(node))
             return {REPORTED}
+        if name in NUMBER_CONVERSIONS and self.in_forward and positional and \
+                not self.provable(positional[0] - {CONTAINER}, empty=True):
+            # A number made of a tensor's data (float(x[0]), int(extension_result)): only
+            # a Python number, a shape or a constructor argument converts to a plain number.
+            return {READ_BACK}
         if name in ARITHMETIC_BUILTINS and self.in_forward:
             for argument, atoms in zip(node.args, positional):
                 elements = atoms

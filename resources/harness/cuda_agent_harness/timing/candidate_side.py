@@ -134,6 +134,11 @@ def _candidate_function(request: dict, reference, torch, device, init_seed: int)
         return torch.compile(reference_model, mode=_compile_mode(settings), backend=settings.get("backend", "inductor"))
     if kind != "model_new":
         raise ValueError(f"unknown candidate_kind {kind!r}")
+    # The weights are built: the candidate's code must not find the reference Model here and
+    # run it, so the reference module keeps only what builds inputs.
+    from ..models import keep_inputs_only  # torch is imported by now
+
+    keep_inputs_only(reference)
     for directory in (request.get("build_directory"), request.get("candidate_directory")):
         if directory and directory not in sys.path:
             sys.path.insert(0, directory)

@@ -22,8 +22,13 @@ distribution that fails a null model still passing on both of its sets, until no
 Heavy-tailed inputs are kept too, on every task, when they are in the domain and fewer than
 two distributions were needed (none at all when no null model passed): statistics computed
 from a sample of the elements pass independent, identically distributed inputs, and no null
-model stands for them. A task
-where some null model passes every distribution is unfit to be scored.
+model stands for them. Then SPARSE_SETS sparse sets follow, the task's own inputs with one
+element of each from the first distribution kept (when the reference stays in its domain
+there): a kernel that tests a sample of its inputs and takes a shortcut when the sample allows
+it passes the task's own sets (where the shortcut is right) and the stress sets (where its
+sample sees that it would be wrong, and it computes), and fails a sparse set, whose one
+differing element its sample misses. A task where some null model passes every distribution
+is unfit to be scored.
 
 The host caches the result per task and harness version, and every verification of the
 task then replaces some of its input sets with the distributions kept."""
@@ -42,6 +47,13 @@ NULL_MODELS = ("zeros", "constant", "mean", "passthrough", "replay")
 
 #: Input sets per stress distribution: a null model counts as failed only if it fails both.
 PROBES = 2
+#: Sparse sets (``models.SPARSE``: the task's own inputs with one element of each from the
+#: first stress distribution kept) a verification gets. A kernel that tests a sample of a
+#: fraction f of its inputs for a property of the task's own inputs, and takes a shortcut
+#: when the sample has it, passes a sparse set when its sample sees the stress element
+#: (probability f at most, none for a prefix or a strided sample: models.SPARSE_MARGIN): two
+#: sets leave it f squared (one in 4096 for every 64th element drawn at random).
+SPARSE_SETS = 2
 
 
 def _mean(tensor: torch.Tensor) -> float:
@@ -142,7 +154,7 @@ class Auditor:
         failing = set(names)
         for probe in range(PROBES):
             seed = models._derived_seed("audit", self.args["seeds"][probe % len(self.args["seeds"])], probe,
-                                        distribution["kind"], distribution["positive"]) & 0xFFFFFFFF
+                                        *_probe_key(distribution)) & 0xFFFFFFFF
             try:
                 expected, inputs = self.run_set(seed, 1.0, distribution)
             except models.TaskError as error:
@@ -168,6 +180,13 @@ class Auditor:
         return result
 
 
+def _probe_key(distribution: dict) -> tuple:
+    """What a probe's seeds are derived from (a stress distribution's as before sparse sets)."""
+    if distribution["kind"] == models.SPARSE:
+        return (models.SPARSE, *_probe_key(distribution["stress"]))
+    return distribution["kind"], distribution["positive"]
+
+
 def audit_task(module, model, args: dict, device: str) -> dict:
     auditor = Auditor(module, model, args, device)
     own = auditor.own_sets()
@@ -191,6 +210,14 @@ def audit_task(module, model, args: dict, device: str) -> dict:
                        and entry["in_domain"]), None) or auditor.probe_kind("heavy_tailed", [], tried)
         if result["in_domain"]:
             chosen.append(result["distribution"])
+    # Stress sets make a kernel that tests a sample of its inputs (for a sign, say) compute
+    # honestly; sparse sets hide one stress element among the task's own values, where the
+    # sample does not look. In the domain when the reference keeps its outputs finite there.
+    if not remaining and chosen:
+        sparse = auditor.probe({"kind": models.SPARSE, "stress": chosen[0]}, [])
+        tried.append(sparse)
+        if sparse["in_domain"]:
+            chosen.extend([sparse["distribution"]] * SPARSE_SETS)
     report = {"degenerate": bool(passing), "passing": passing, "null_models": own, "stress": chosen,
               "tried": tried, "unfit": bool(remaining), "still_passing": remaining,
               "outputs": auditor.nulls.first.description if auditor.nulls else None,

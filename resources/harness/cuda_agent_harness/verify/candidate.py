@@ -13,7 +13,8 @@ Order of events, so that the candidate learns nothing it could use too early:
      or the buffers of one of the two calls before), so that the candidate never knows how
      many calls remain or which are checked (all are);
   4. every call runs under the forward guard, into poisoned memory, and is followed by the
-     checks that nothing it started outlives it;
+     checks that nothing it started outlives it and that ModelNew's own Python state did not
+     change (after the first few calls, ``checks/steadiness.py``);
   5. the outputs go into a slot file as raw bytes; the reference process judges them.
 
 What this process reports is untrusted: a rejection it reports is believed (a candidate
@@ -36,6 +37,7 @@ from . import plans
 from ..checks.compare import Failure as Rejected
 from ..checks.guard import ForbiddenOperation, ForwardGuard
 from ..checks.integrity import Integrity
+from ..checks.steadiness import StateWatch
 from ..modules import load_module
 from ..registry import handler
 from .session import Session, SessionClosed, SessionTimeout
@@ -151,11 +153,10 @@ def _import_candidate(directory: str, counters: Counters):
     return module, wrapped
 
 
-def _build(module, reference_module, init_arguments: list, state: dict, device: str, mode: str):
+def _build(module, reference_class: type, init_arguments: list, state: dict, device: str, mode: str):
     model_class = getattr(module, "ModelNew", None)
     if model_class is None or not isinstance(model_class, type) or not issubclass(model_class, nn.Module):
         raise Rejected("interface_mismatch", "model_new.py must define class ModelNew(torch.nn.Module).")
-    reference_class = reference_module.Model
     if issubclass(model_class, reference_class):
         raise Rejected("forbidden_construct", "ModelNew must not inherit from the reference Model.")
     want = models.signature_parameters(reference_class)
@@ -499,21 +500,28 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     timings["setup_ms"] = (time.monotonic() - mark) * 1000
 
     mark = time.monotonic()
+    # The candidate's code must not find the reference Model in this process and run it:
+    # the reference module keeps only what builds inputs (the class stays here, for the checks
+    # of ModelNew's signature and bases).
+    reference_class = reference_module.Model
+    models.keep_inputs_only(reference_module)
     baseline = Baseline()
     module, wrapped = _import_candidate(args["candidate_directory"], counters)
     report["observations"]["extension_functions"] = wrapped
     try:
-        model = _build(module, reference_module, init_arguments, state, device, mode)
+        model = _build(module, reference_class, init_arguments, state, device, mode)
     except Rejected:
         _check_captures(counters, "the construction of ModelNew")
         raise
     _check_captures(counters, "the construction of ModelNew")
+    del reference_class
     _check_aftermath(baseline, "importing and constructing ModelNew", check_threads=True)
     timings["load_ms"] = (time.monotonic() - mark) * 1000
 
     session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state)})
 
     caller = Caller(model, device, counters, baseline, args.get("policy", {}))
+    watch = StateWatch(model, module, weights=state, buffers_fixed=mode == "eval")
     slots = Slots(args["output_directory"], session, staged=device == "cuda")
     observe = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
     inputs_of = InputSets(reference_module, device)
@@ -535,6 +543,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
                 raise Rejected("input_mutated",
                                f"ModelNew.forward changed input {index} in place on {label}, but the reference"
                                " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
+        watch.after_call(label, [tensor for _, tensor in layout])
         input_descriptions = {}
         for index in returned:
             input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
@@ -544,6 +553,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
         # ``outputs`` stays alive while the next call runs, so that call's outputs cannot
         # be placed in this call's memory.
         report["observations"]["item_calls"] = guard.item_calls
+    watch.after_last_call()
     timings["calls_ms"] = (time.monotonic() - mark) * 1000
     timings.update(caller.timings_ms)
     timings.update(slots.timings_ms)

@@ -124,11 +124,14 @@ torch::Tensor relu_skip_last(const torch::Tensor& x) {
 }
 
 // Depends on earlier calls, as a race or a read of stale memory would: every second call
-// is wrong in one element.
-torch::Tensor relu_flaky(const torch::Tensor& x) {
-  static int64_t calls = 0;
+// is wrong in one element. The count is the caller's (one CPU int64, incremented here in
+// place): native code keeps nothing between calls, as the static checks require.
+torch::Tensor relu_flaky(const torch::Tensor& x, torch::Tensor calls) {
+  TORCH_CHECK(calls.device().is_cpu() && calls.scalar_type() == torch::kInt64 && calls.numel() == 1,
+              "calls must be one CPU int64");
+  int64_t& count = *calls.data_ptr<int64_t>();
   torch::Tensor y = toolbox::relu(x);
-  y.data_ptr<float>()[x.numel() / 2] += static_cast<float>(calls++ % 2) * 10.f;
+  y.data_ptr<float>()[x.numel() / 2] += static_cast<float>(count++ % 2) * 10.f;
   return y;
 }
 

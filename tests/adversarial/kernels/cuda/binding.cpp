@@ -132,10 +132,14 @@ torch::Tensor relu_skip_last(const torch::Tensor& x) {
   return y;
 }
 
-torch::Tensor relu_flaky(const torch::Tensor& x) {
-  static int64_t calls = 0;
+// Every second call wrong in one element; the count is the caller's (one CPU int64,
+// incremented here in place), so that native code keeps nothing between calls.
+torch::Tensor relu_flaky(const torch::Tensor& x, torch::Tensor calls) {
+  TORCH_CHECK(calls.device().is_cpu() && calls.scalar_type() == torch::kInt64 && calls.numel() == 1,
+              "calls must be one CPU int64");
+  int64_t& count = *calls.data_ptr<int64_t>();
   torch::Tensor y = bindings::relu(x);
-  if (calls++ % 2 == 1) check(toolbox::add_at(out(y), x.numel() / 2, 10.f, current_stream()), "relu_flaky");
+  if (count++ % 2 == 1) check(toolbox::add_at(out(y), x.numel() / 2, 10.f, current_stream()), "relu_flaky");
   return y;
 }
 
