@@ -356,6 +356,19 @@ def test_an_unchanged_model_with_weights_passes(tmp_path):
     """)
 
 
+def test_warnings_that_forward_raises_leave_the_file_s_registry_of_warnings_alone(tmp_path):
+    # The warnings module counts what it showed in each module's __warningregistry__, a
+    # global that changes whenever a warning fires, whatever the candidate does.
+    run(tmp_path, """
+        import warnings
+
+        class ModelNew(nn.Module):
+            def forward(self, x):
+                warnings.warn(f"shape {tuple(x.shape)}")
+                return x.clone()
+    """, inputs=lambda call: torch.randn(call + 1, 8))
+
+
 def test_a_cache_built_on_the_first_call_and_a_buffer_registered_on_the_second_pass(tmp_path):
     run(tmp_path, """
         class ModelNew(nn.Module):

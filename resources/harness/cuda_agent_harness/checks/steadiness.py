@@ -75,8 +75,9 @@ _tensor_requires_grad = _tensor_base.__dict__["requires_grad"].__get__
 _stream_fields = tuple(torch.Stream.__dict__[name].__get__ for name in ("stream_id", "device_index", "device_type"))
 _lru_info = functools._lru_cache_wrapper.cache_info
 
-#: Globals of every module that the import machinery sets and that are no state of the file.
-_MODULE_ENTRIES_SKIPPED = frozenset({"__builtins__", "__loader__", "__spec__"})
+#: Globals that the import machinery and the warnings module (its registry of warnings shown)
+#: set in every module, and that are no state of the file.
+_MODULE_ENTRIES_SKIPPED = frozenset({"__builtins__", "__loader__", "__spec__", "__warningregistry__"})
 #: torch values compared by what they say, not by which Python object says it.
 _DESCRIBED_BY_VALUE = (torch.dtype, torch.device, torch.layout, torch.memory_format, torch.finfo, torch.iinfo)
 _PRIMITIVES = (bool, int, float, complex, str, bytes)
