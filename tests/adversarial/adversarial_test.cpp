@@ -81,8 +81,7 @@ TEST_CASE("the suite's tasks reject null models (task audit)", "[python][adversa
         {"kind": "sparse", "stress": {"kind": "heavy_tailed", "positive": false}},
         {"kind": "sparse", "stress": {"kind": "heavy_tailed", "positive": false}}])"));
     else
-      CHECK(audit["stress"].back() ==
-            nlohmann::json({{"kind", "sparse"}, {"stress", audit["stress"][0]}}));
+      CHECK(audit["stress"].back() == nlohmann::json({{"kind", "sparse"}, {"stress", audit["stress"][0]}}));
   }
 }
 

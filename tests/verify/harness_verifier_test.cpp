@@ -197,8 +197,8 @@ def get_init_inputs():
   CHECK(rand_relu["stress"][0] == sign_symmetric);
   // Then heavy tails, and two sparse sets: torch.rand's values with one sign-symmetric element.
   const nlohmann::json sparse = {{"kind", "sparse"}, {"stress", sign_symmetric}};
-  CHECK(rand_relu["stress"] == nlohmann::json::array({sign_symmetric, {{"kind", "heavy_tailed"}, {"positive", false}},
-                                                      sparse, sparse}));
+  CHECK(rand_relu["stress"] ==
+        nlohmann::json::array({sign_symmetric, {{"kind", "heavy_tailed"}, {"positive", false}}, sparse, sparse}));
 }
 
 TEST_CASE("audits are kept per task, harness and policy, in memory and in the cache directory", "[python][verifier]") {
