@@ -439,8 +439,8 @@ def _blank(text: str, start: int, end: int) -> str:
     return text[:start] + " " * (end - start) + text[end:]
 
 
-def _balanced(text: str, start: int, opening: str, closing: str) -> int:
-    """The offset after the bracket that closes the one at ``start`` (the text's end if none)."""
+def _closing(text: str, start: int, opening: str = "{", closing: str = "}") -> int:
+    """The offset of the bracket that closes the one at ``start`` (the text's end if none)."""
     depth = 0
     for position in range(start, len(text)):
         if text[position] == opening:
@@ -448,8 +448,13 @@ def _balanced(text: str, start: int, opening: str, closing: str) -> int:
         elif text[position] == closing:
             depth -= 1
             if depth == 0:
-                return position + 1
+                return position
     return len(text)
+
+
+def _balanced(text: str, start: int, opening: str, closing: str) -> int:
+    """The offset after the bracket that closes the one at ``start`` (the text's end if none)."""
+    return min(_closing(text, start, opening, closing) + 1, len(text))
 
 
 def _declaration_words(segment: str) -> str:
@@ -628,18 +633,6 @@ def strip_cpp(text: str) -> str:
     return _prepare(text)[1]
 
 
-def _matching_brace(code: str, opening: int) -> int:
-    depth = 0
-    for k in range(opening, len(code)):
-        if code[k] == "{":
-            depth += 1
-        elif code[k] == "}":
-            depth -= 1
-            if depth == 0:
-                return k
-    return len(code)
-
-
 _ARCH_TEST = r"(?:defined\s*\(\s*__CUDA_ARCH__\s*\)|defined\s+__CUDA_ARCH__|__CUDA_ARCH__\s*(>=|>)\s*(\d+))"
 _DEVICE_ONLY_IF = re.compile(r"\s*(?:" + _ARCH_TEST + r"|\(\s*" + _ARCH_TEST + r"\s*\))\s*(?:&&.*)?")
 _HOST_ONLY_IF = re.compile(r"\s*!\s*(?:defined\s*\(\s*__CUDA_ARCH__\s*\)|defined\s+__CUDA_ARCH__)\s*")
@@ -693,7 +686,7 @@ def device_ranges(code: str) -> list[tuple[int, int]]:
                                 code.rfind("{", 0, match.start()), code.rfind("\n#", 0, match.start()))
         if re.search(r"\b__host__\b", code[declaration_start + 1:k]):
             continue
-        ranges.append((k, _matching_brace(code, k)))
+        ranges.append((k, _closing(code, k)))
     # Preprocessor branches on __CUDA_ARCH__: "#if(def) __CUDA_ARCH__" up to its #else,
     # #elif or #endif, and "#ifndef __CUDA_ARCH__ ... #else" from the #else on.
     stack: list[list] = []  # [kind, device_start or None]
