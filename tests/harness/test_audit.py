@@ -121,3 +121,34 @@ def test_tiny_outputs_are_no_longer_matched_by_zeros():
     del unscaled["atol_scale"]
     assert "zeros" in run(softmax, unscaled)["passing"], "within an atol of 1e-2 as given"
     assert "zeros" not in run(softmax)["passing"], "not once atol follows the output's magnitude"
+
+
+def test_the_audit_records_the_hidden_state_a_recurrent_reference_replaces_every_call():
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.cell = nn.Linear(24, 8)
+        self.hidden = torch.randn(16, 8)
+
+    def forward(self, x):
+        self.hidden = self.hidden.to(x.device)
+        self.hidden = torch.tanh(self.cell(torch.cat((x, self.hidden), dim=1)))
+        return self.hidden
+
+
+def get_inputs():
+    return [torch.randn(16, 16)]
+
+
+def get_init_inputs():
+    return []
+"""
+    module = types.ModuleType("recurrent_task")
+    exec(compile(source, "recurrent_task.py", "exec"), module.__dict__)
+    assert run(module)["kept_state"] == {"hidden": {"shape": [16, 8], "dtype": "torch.float32"}}
+    assert run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["kept_state"] == {}

@@ -33,13 +33,13 @@ def load(tmp_path, body: str):
         sys.modules.pop("model_new", None)
 
 
-def run(tmp_path, body: str, calls: int = 8, train: bool = False, inputs=None, init=()):
+def run(tmp_path, body: str, calls: int = 8, train: bool = False, inputs=None, init=(), kept_state=None):
     """Calls ModelNew ``calls`` times under a StateWatch, as the candidate handler does."""
     module = load(tmp_path, body)
     model = module.ModelNew(*init)
     model.train(train)
     weights = {name: tensor.detach().clone() for name, tensor in model.state_dict().items()}
-    watch = StateWatch(model, module, weights=weights, buffers_fixed=not train)
+    watch = StateWatch(model, module, weights=weights, buffers_fixed=not train, kept_state=kept_state)
     for call in range(calls):
         x = inputs(call) if inputs else torch.randn(4, 8)
         with torch.no_grad():
@@ -515,6 +515,90 @@ def test_a_model_called_before_the_watch_starts_may_settle_on_no_calls(tmp_path)
     with pytest.raises(Failure) as caught:
         watch.after_call("sample 1", [model(torch.ones(2))])
     assert caught.value.message.startswith("between the end of warm-up and the end of sample 1, ModelNew.calls")
+
+
+# -- state the task's reference keeps too -------------------------------------------------------------
+
+RECURRENT = """
+    class ModelNew(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cell = nn.Linear(16, 8)
+            self.hidden = torch.zeros(4, 8)
+
+        def forward(self, x):
+            self.hidden = torch.tanh(self.cell(torch.cat((x, self.hidden), dim=1)))
+            return self.hidden * 2
+"""
+HIDDEN = {"hidden": {"shape": [4, 8], "dtype": "torch.float32"}}
+
+
+def test_the_hidden_state_the_reference_replaces_every_call_may_be_replaced_by_modelnew_too(tmp_path):
+    failure = rejected(tmp_path, RECURRENT)
+    assert failure.details["path"] == "ModelNew.hidden"
+    assert "The task's reference keeps state" not in failure.message
+    run(tmp_path, RECURRENT, kept_state=HIDDEN)
+
+
+@pytest.mark.parametrize("kept, why", [
+    ({"state": HIDDEN["hidden"]}, "another name"),
+    ({"hidden": {"shape": [4, 9], "dtype": "torch.float32"}}, "another shape"),
+    ({"hidden": {"shape": [4, 8], "dtype": "torch.float64"}}, "another dtype"),
+])
+def test_kept_state_of_another_name_shape_or_dtype_allows_nothing(tmp_path, kept, why):
+    failure = rejected(tmp_path, RECURRENT, kept_state=kept)
+    assert failure.details["path"] == "ModelNew.hidden", why
+    assert "The task's reference keeps state of its own from call to call in Model." in failure.message
+
+
+def recurrent_with(*lines: str) -> str:
+    """RECURRENT with ``lines`` run after the new hidden state is computed."""
+    return RECURRENT.replace("            return self.hidden * 2",
+                             "".join(f"            {line}\n" for line in lines) + "            return self.hidden * 2")
+
+
+def test_a_counter_next_to_the_kept_state_or_hung_on_it_is_still_rejected(tmp_path):
+    failure = rejected(tmp_path, recurrent_with("self.calls = getattr(self, 'calls', 0) + 1"), kept_state=HIDDEN)
+    assert failure.details["path"] == "ModelNew.calls"
+    assert "Model.hidden (a tensor of shape [4, 8], torch.float32)" in failure.message
+
+    # The count travels from each hidden state to the next, hung on the tensor itself.
+    failure = rejected(tmp_path, recurrent_with("self.hidden.calls = getattr(self, 'count', 0) + 1",
+                                                "self.count = self.hidden.calls"), kept_state=HIDDEN)
+    assert failure.details["path"] == "ModelNew.hidden.calls", failure.details
+    run(tmp_path, recurrent_with("self.hidden.label = 'hidden'"), kept_state=HIDDEN)  # the same every call
+    failure = rejected(tmp_path, recurrent_with("self.hidden = [self.hidden]").replace(
+        "torch.cat((x, self.hidden)", "torch.cat((x, self.hidden[0] if type(self.hidden) is list else self.hidden)")
+        .replace("return self.hidden * 2", "return self.hidden[0] * 2"), kept_state=HIDDEN)
+    assert failure.details["path"].startswith("ModelNew.hidden")
+
+
+def test_the_log_of_the_reference_finds_a_replaced_hidden_state_and_nothing_in_a_stateless_model(tmp_path):
+    recurrent = load(tmp_path, RECURRENT).ModelNew()
+    log = steadiness.KeptStateLog(recurrent)
+    for _ in range(3):
+        with torch.no_grad():
+            recurrent(torch.randn(4, 8))
+        log.after_call()
+    assert log.kept == HIDDEN
+
+    stateless = load(tmp_path, """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scale = torch.ones(8)
+                self.hidden = torch.zeros(4, 8)
+
+            def forward(self, x):
+                self.hidden = self.hidden.to(x.device)
+                self.hidden.add_(0)
+                return x * self.scale
+    """).ModelNew()
+    log = steadiness.KeptStateLog(stateless)
+    for _ in range(3):
+        stateless(torch.randn(4, 8))
+        log.after_call()
+    assert log.kept == {}
 
 
 # -- through the candidate handler -------------------------------------------------------------------

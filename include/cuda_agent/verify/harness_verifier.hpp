@@ -286,7 +286,8 @@ class HarnessVerifier {
   /// mean, the input, the first set's outputs), and which stress distributions it needs for
   /// that: the audit handler's report ("degenerate": a null model passes the task's own
   /// inputs; "stress": the distributions that make every null model fail; "unfit": none
-  /// does, with "message"). Computed once per task, harness version and policy, then taken
+  /// does, with "message"; "kept_state": the tensors the reference replaces in its own
+  /// attributes from call to call, which ModelNew may keep too). Computed once per task, harness version and policy, then taken
   /// from the cache (in memory, and in `HarnessOptions::audit_cache_directory` when set);
   /// "cached" says which.
   [[nodiscard]] nlohmann::json audit(const Task& task) {
@@ -707,6 +708,7 @@ class HarnessVerifier {
     // The task's audit (run once per task, then cached): the stress inputs it needs, or no
     // verdict at all for a task that cannot tell a real implementation from a null one.
     nlohmann::json stress = nlohmann::json::array();
+    nlohmann::json kept_state = nlohmann::json::object();
     nlohmann::json audit_summary = nullptr;
     if (policy_.audit_task) {
       report("auditing the task against null models (once per task)");
@@ -716,6 +718,7 @@ class HarnessVerifier {
                        {"passing", audit.value("passing", nlohmann::json::array())},
                        {"stress", audit.value("stress", nlohmann::json::array())},
                        {"unfit", audit.value("unfit", false)},
+                       {"kept_state", audit.value("kept_state", nlohmann::json::object())},
                        {"cached", audit.value("cached", false)}};
       if (audit.value("unfit", false))
         return rejected(RejectionReason::task_unfit,
@@ -724,6 +727,7 @@ class HarnessVerifier {
                             " This is no verdict on the candidate.",
                         {{"stage", "task_audit"}, {"audit", audit}});
       stress = audit.value("stress", nlohmann::json::array());
+      kept_state = audit.value("kept_state", nlohmann::json::object());
     }
 
     // The session: a pristine copy of what runs, the channel, and the output folder.
@@ -750,7 +754,8 @@ class HarnessVerifier {
     nlohmann::json candidate_arguments = common;
     candidate_arguments["candidate_directory"] = session.copy().string();
     candidate_arguments["policy"] = {{"extra_allowed_operations", policy_.extra_allowed_operations},
-                                     {"observe_device_activity", policy_.observe_device_activity}};
+                                     {"observe_device_activity", policy_.observe_device_activity},
+                                     {"kept_state", kept_state}};
 
     phase_end("session_setup_ms");
     report("running the reference and the candidate");

@@ -31,6 +31,12 @@ canonical value of builtin tuples, strings and numbers first):
 * torch dtypes, devices and streams by value, events by type (a new event or a new handle
   of the same stream each call is no state the candidate can branch on).
 
+A task whose reference itself keeps state from call to call (a recurrent cell that stores its
+hidden state in ``self.hidden`` and replaces it every call) makes the same state part of the
+task: the audit records which tensors the reference Model keeps that way (``KeptStateLog``),
+and ModelNew may keep a plain tensor of the same shape and dtype under the same name, read
+without its identity. Anything else kept there, or anywhere else, is still read in full.
+
 A reading stops at ``MAX_DEPTH`` levels of nesting and ``MAX_VALUES`` values: a state too
 large or too deep to read is rejected too, so that nothing can hide behind a huge list."""
 
@@ -98,8 +104,10 @@ class _Stop(Exception):
 class _Reader:
     """One reading of the state: a canonical value (nested tuples of builtin values) per root."""
 
-    def __init__(self, module_name: str, module_globals: dict, weight_ids: set[int], output_storages: set[int]):
+    def __init__(self, module_name: str, module_globals: dict, weight_ids: set[int], output_storages: set[int],
+                 kept_state: dict | None = None):
         self.module_name = module_name
+        self.kept_state = kept_state or {}
         self.module_globals = module_globals
         self.weight_ids = weight_ids
         self.output_storages = output_storages
@@ -203,7 +211,13 @@ class _Reader:
         namespace = _instance_dict(value)
         if namespace is not None:
             for name, item in list(dict.items(namespace)):
-                pairs.append((name, self.read(item, _attribute_step(path, name), depth + 1)))
+                step = _attribute_step(path, name)
+                if path == "ModelNew" and type(name) is str and _matches_kept_state(item, self.kept_state.get(name)):
+                    # The reference replaces this tensor every call too: which tensor it is, is
+                    # no state; anything hung on it is.
+                    pairs.append((name, ("kept", "tensor", self.attributes(item, step, depth + 1))))
+                    continue
+                pairs.append((name, self.read(item, step, depth + 1)))
         for klass in _class_mro(type(value)):
             if not self.is_own_class(klass):
                 continue
@@ -252,6 +266,15 @@ class _Reader:
                     and _safe(_storage_address, tensor) not in self.output_storages):
                 contents = _safe(_contents, tensor)
         return ("tensor", id(tensor), metadata, contents, self.attributes(tensor, path, depth))
+
+
+def _matches_kept_state(value, kept: dict | None) -> bool:
+    """Whether ``value`` is a plain tensor shaped like the reference's kept state ``kept``."""
+    if kept is None or type(value) is not torch.Tensor:
+        return False
+    with torch._C.DisableTorchFunctionSubclass():
+        return (list(_tensor_shape(value)) == list(kept.get("shape", ()))
+                and str(_tensor_dtype(value)) == kept.get("dtype"))
 
 
 def _safe(getter, value):
@@ -396,6 +419,8 @@ def _describe(value) -> str:
         return f"a {value[1]} (id {value[2][0]})"
     if kind == "cached":
         return f"a cached function holding {value[2]} result(s)"
+    if kind == "kept":
+        return "a tensor like the one the reference keeps there"
     if kind == "method":
         return f"a bound method (of function id 0x{value[1]:x}, object id 0x{value[2]:x})"
     return kind
@@ -481,7 +506,7 @@ def first_difference(before, after, path: str) -> tuple[str, str] | None:
             return path, (f"cached new results: it held {before[2]} (after {before[3]} misses), now {after[2]}"
                           f" (after {after[3]} misses)")
         return _pairs_difference(before[4], after[4], path)
-    if kind == "event":
+    if kind in ("event", "kept"):
         return _pairs_difference(before[2], after[2], path)
     return replaced
 
@@ -552,11 +577,14 @@ class StateWatch:
     whether forward must leave the persistent buffers alone (eval mode: BatchNorm in train
     mode updates its running statistics in place); ``settling_calls``: the calls after which
     nothing may change any more (0 for a model that has been called many times already, as
-    a timing process's after its warm-up)."""
+    a timing process's after its warm-up); ``kept_state``: the tensors the task's reference
+    keeps from call to call (``KeptStateLog.kept``), which ModelNew may keep under the same
+    names."""
 
     def __init__(self, model: nn.Module, file_module, weights: dict | None = None, buffers_fixed: bool = True,
-                 settling_calls: int = SETTLING_CALLS):
+                 settling_calls: int = SETTLING_CALLS, kept_state: dict | None = None):
         self.model = model
+        self.kept_state = dict(kept_state or {})
         self.module_globals = _instance_dict(file_module) or {}
         self.module_name = self.module_globals.get("__name__", "model_new")
         self.buffers_fixed = buffers_fixed
@@ -588,7 +616,8 @@ class StateWatch:
                 shown = _display(path)
                 raise Rejected(REASON,
                                f"between the end of {self.previous_label} and the end of {label}, {shown} {change}:"
-                               " ModelNew keeps state that changes from call to call." + _ADVICE,
+                               " ModelNew keeps state that changes from call to call." + _ADVICE
+                               + self.kept_state_advice(),
                                {"path": shown, "change": change, "calls": [self.previous_label, label]})
         if self.calls == max(1, self.settling_calls):
             self.settled = {name: _tensor_base.clone(_tensor_base.detach(tensor))
@@ -613,6 +642,14 @@ class StateWatch:
                                " keep the weights that were loaded (a counter or a record of earlier calls kept in a"
                                " tensor is state kept between calls)." + _ADVICE, {"tensor": name, "kind": kind})
 
+    def kept_state_advice(self) -> str:
+        if not self.kept_state:
+            return ""
+        names = ", ".join(f"Model.{name} (a tensor of shape {list(kept['shape'])}, {kept['dtype']})"
+                          for name, kept in sorted(self.kept_state.items()))
+        return (f" The task's reference keeps state of its own from call to call in {names}: ModelNew may keep"
+                " the same, a plain tensor of that shape and dtype under the same name, and nothing else.")
+
     # -- reading -------------------------------------------------------------------------------------
     def read(self, outputs=()) -> tuple:
         """The canonical state now: model_new.py's globals, then ModelNew."""
@@ -623,7 +660,7 @@ class StateWatch:
                 address = _safe(_storage_address, tensor)
                 if isinstance(address, int):
                     storages.add(address)
-        reader = _Reader(self.module_name, self.module_globals, weight_ids, storages)
+        reader = _Reader(self.module_name, self.module_globals, weight_ids, storages, self.kept_state)
         globals_root = self.module_name
         try:
             file_state = tuple((name, reader.read(value, f"{globals_root}.{name}", 1))
@@ -664,3 +701,29 @@ def _same_tensor(tensor: torch.Tensor, reference: torch.Tensor) -> bool:
         if plain.device != reference.device:
             plain = plain.to(reference.device)
         return same_bits(plain, reference)
+
+
+class KeptStateLog:
+    """Which tensors the task's reference Model keeps in its own attributes and replaces from
+    call to call (neither parameters nor buffers: a recurrent cell's ``self.hidden``). Run on
+    the trusted reference, call after call (``after_call``); ``kept`` maps each such name to
+    {"shape", "dtype"} of what it held last. The previous tensors are held, so that a
+    replacement is never mistaken for the same object at a reused address."""
+
+    def __init__(self, model: nn.Module):
+        self.model = model
+        self.previous: dict[str, torch.Tensor] | None = None
+        self.kept: dict[str, dict] = {}
+
+    def after_call(self) -> None:
+        namespace = _instance_dict(self.model) or {}
+        now = {name: value for name, value in list(dict.items(namespace))
+               if type(name) is str and type(value) is torch.Tensor}
+        if self.previous is not None:
+            for name, tensor in now.items():
+                if self.previous.get(name) is not tensor:
+                    self.kept[name] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype)}
+            for name in self.kept:
+                if name in now:
+                    self.kept[name] = {"shape": list(now[name].shape), "dtype": str(now[name].dtype)}
+        self.previous = now

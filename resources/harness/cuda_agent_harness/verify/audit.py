@@ -30,6 +30,10 @@ sample sees that it would be wrong, and it computes), and fails a sparse set, wh
 differing element its sample misses. A task where some null model passes every distribution
 is unfit to be scored.
 
+The audit also records the state the reference keeps from call to call on its own (tensors
+it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
+keep the same, and nothing else.
+
 The host caches the result per task and harness version, and every verification of the
 task then replaces some of its input sets with the distributions kept."""
 
@@ -40,6 +44,7 @@ import torch
 from ..checks import compare
 from .. import models
 from ..checks.compare import Failure
+from ..checks.steadiness import KeptStateLog
 from .reference import Expected, describe_set, set_specs
 from ..registry import handler
 
@@ -102,6 +107,7 @@ class Auditor:
         self.tolerance = args["tolerance"]
         self.nulls: NullModels | None = None
         self.own_nonfinite_fraction = 0.0
+        self.kept_state = KeptStateLog(model)
 
     def run_set(self, seed: int, scale: float, distribution) -> tuple[Expected, list]:
         """The reference's outputs on one input set (raises models.TaskError if it fails)."""
@@ -112,6 +118,7 @@ class Auditor:
                 outputs = self.model(*working)
             except Exception as error:
                 raise models.TaskError(f"the reference Model raised {type(error).__name__}: {error}") from error
+        self.kept_state.after_call()
         if self.device == "cuda":
             torch.cuda.synchronize()
         return Expected(outputs, inputs, working, "", self.tolerance), inputs
@@ -221,7 +228,7 @@ def audit_task(module, model, args: dict, device: str) -> dict:
     report = {"degenerate": bool(passing), "passing": passing, "null_models": own, "stress": chosen,
               "tried": tried, "unfit": bool(remaining), "still_passing": remaining,
               "outputs": auditor.nulls.first.description if auditor.nulls else None,
-              "input_sets": len(args["seeds"])}
+              "input_sets": len(args["seeds"]), "kept_state": auditor.kept_state.kept}
     if remaining:
         report["message"] = (
             f"this task cannot tell a real implementation from a null one: the {', '.join(remaining)} null"

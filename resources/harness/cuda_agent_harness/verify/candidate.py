@@ -521,7 +521,8 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state)})
 
     caller = Caller(model, device, counters, baseline, args.get("policy", {}))
-    watch = StateWatch(model, module, weights=state, buffers_fixed=mode == "eval")
+    watch = StateWatch(model, module, weights=state, buffers_fixed=mode == "eval",
+                       kept_state=args.get("policy", {}).get("kept_state"))
     slots = Slots(args["output_directory"], session, staged=device == "cuda")
     observe = device == "cuda" and args.get("policy", {}).get("observe_device_activity", True)
     inputs_of = InputSets(reference_module, device)
@@ -591,7 +592,7 @@ class InputSets:
 def candidate(args: dict, context) -> dict:
     """Args: reference_path, candidate_directory, output_directory, session_directory, device,
     init_seed, mode, perturb_weights, policy {extra_allowed_operations,
-    observe_device_activity}."""
+    observe_device_activity, kept_state (the audit's: state the reference keeps between calls)}."""
     report = {"status": "rejected", "rejection": None, "observations": {}, "timings_ms": {}}
     session = Session(args["session_directory"], "candidate", context.deadline)
     try:
