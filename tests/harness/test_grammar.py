@@ -539,6 +539,63 @@ def test_numbers_made_of_numbers_shapes_and_constructor_arguments_stay_numbers_i
     assert check_model_new(text) == []
 
 
+def test_lists_and_dicts_of_numbers_stay_numbers_in_forward():
+    text = candidate(top="""
+        CONFIG = {"block": 256, "warps": 4}
+        TILES = [16, 32]
+    """, init="""
+        self.widths = [features] * 3
+        self.table = {"a": 1, "b": features // 2}
+        self.offsets = [w * 2 for w in self.widths]
+        self.steps = list(range(features))
+    """, forward="""
+        shape = list(x.shape)
+        shape[-1] = shape[-1] // TILES[0]
+        threads = CONFIG["block"] * self.table["a"] + CONFIG.get("warps", 4) * 32
+        blocks, rest = divmod(x.numel(), threads)
+        widest = max(self.widths) + self.widths[0] + sum(self.offsets) + self.steps[-1]
+        for index, tile in enumerate(TILES):
+            widest += tile * index
+        if "block" in CONFIG and len(shape) > 1:
+            blocks += 1
+        return cuda_extension.scale(x, widest, blocks + (1 if rest else 0), shape)
+    """)
+    assert check_model_new(text) == []
+
+
+@pytest.mark.parametrize("filling", [
+    "self.sizes.append(x)",
+    "self.sizes[0] = x",
+    "self.sizes += [x]",
+    "self.sizes.extend(x)",
+    "self.sizes.insert(0, x)",
+    "alias = self.sizes\nalias.append(x)",
+    "(alias := self.sizes).append(x)",
+    "holder = [x, self.sizes]\nholder[1].append(x)",
+    "outputs = []\noutputs.append(self.sizes)\noutputs[0].append(x)",
+    "self.put(self.sizes, x)",
+    "for self.sizes[0] in [x]:\n    pass",
+])
+def test_a_list_of_numbers_that_anything_else_may_get_into_is_no_list_of_numbers(filling):
+    text = candidate(init="self.sizes = [1, 2, 3]", forward=filling + "\nreturn cuda_extension.scale(x, self.sizes[0] * 2)"
+                     ).replace("    def forward(self, x):", "    def put(self, into, value):\n        into.append(value)\n\n"
+                 "    def forward(self, x):")
+    findings = check_model_new(text)
+    assert ("forbidden_operation", "tensor-arithmetic", line_of(text, "self.sizes[0] * 2")) in [
+        (f["reason"], f["rule"], f["line"]) for f in findings], findings
+
+
+@pytest.mark.parametrize("reading", [
+    "value = self.table.get('a', x) * 2",
+    "self.table.update({'a': x})\nvalue = self.table['a'] * 2",
+    "self.table.setdefault('c', x)\nvalue = self.table['c'] * 2",
+    "value = sum(self.table.values()) + sum([x, 1])",
+])
+def test_a_dict_of_numbers_gives_numbers_only_while_it_holds_numbers_only(reading):
+    text = candidate(init="self.table = {'a': 1, 'b': 2}", forward=reading + "\nreturn cuda_extension.scale(x, value)")
+    assert first(check_model_new(text))[:2] == ("forbidden_operation", "tensor-arithmetic")
+
+
 def test_a_number_read_back_with_a_conversion_may_be_handed_to_the_extension_only():
     # As with .item(): the value reaches the extension untouched, and nothing branches on it.
     handed = candidate(forward="return cuda_extension.scale(x, float(self.fc.weight[0, 0]), int(x.reshape(-1)[0]))")
@@ -563,6 +620,12 @@ def test_a_value_the_inference_cannot_see_is_not_a_number():
     text = candidate(init="self.scale = features",
                      forward="self.scale = x\nreturn cuda_extension.scale(x, self.scale * 2)")
     assert first(check_model_new(text))[1] == "tensor-arithmetic"
+    # Construction code may compute on weights with the arithmetic builtins: what they give
+    # there is a tensor, not a number, once forward sees it.
+    for built in ("max(self.fc.weight.reshape(-1))", "abs(self.fc.weight)", "sum(self.fc.weight)",
+                  "divmod(self.fc.weight, 2)[0]"):
+        text = candidate(init=f"self.bound = {built}", forward="return cuda_extension.scale(x, self.bound * 2)")
+        assert first(check_model_new(text))[1] == "tensor-arithmetic", built
 
 
 def test_a_method_of_an_object_the_grammar_cannot_follow_is_checked_as_forward_code():

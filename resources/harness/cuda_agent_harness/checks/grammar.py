@@ -23,7 +23,8 @@ do not list is rejected with a finding that names the construct and its line:
 * code that runs while ``forward`` runs (``forward``, every function and method reachable
   from it) may do arithmetic only on values it can be seen to hold Python numbers or shapes
   (literals, ``.shape``, ``.size()``, ``.numel()``, ``.dim()``, constructor arguments, layer
-  settings): tensor arithmetic there is torch compute. Code that runs only while ``ModelNew``
+  settings, and the elements of lists, dicts and sets made of those, as long as nothing else
+  can get into any of them): tensor arithmetic there is torch compute. Code that runs only while ``ModelNew``
   is built (its ``__init__`` and what only ``__init__`` calls) may also build weights and
   constant buffers with the torch functions of :data:`TORCH_CONSTRUCTION`: no input exists
   yet, and the reference's weights replace the parameters afterwards.
@@ -63,6 +64,7 @@ DTYPE = "dtype"
 DEVICE = "device"
 METADATA = "metadata"    # finfo, iinfo, layouts, memory formats, device properties
 CONTAINER = "container"  # a list, tuple, dict or set of anything
+NUMBERS = "numbers"      # a list, dict or set of Python numbers and shapes (see _Grammar.numbers)
 STREAM = "stream"
 EVENT = "event"
 GRAPH = "graph"
@@ -77,7 +79,7 @@ NN_METHOD = "nn-method"  # marks an nn.Module method among an attribute's values
 FILE_METHOD = "file-method"  # marks a method of the file's classes called on an unknown value
 
 #: Values arithmetic in forward may use: the grammar sees they hold no tensor.
-PROVABLE = frozenset({NUMBER, SHAPE, ARG, STRING, NONE, DTYPE, DEVICE, METADATA})
+PROVABLE = frozenset({NUMBER, SHAPE, ARG, STRING, NONE, DTYPE, DEVICE, METADATA, NUMBERS})
 
 MODULE = "module:"       # module:<dotted path>
 MEMBER = "member:"       # member:<module path>.<name>, a function or class of a module table
@@ -276,6 +278,20 @@ TENSOR_CONSTRUCTION_METHODS = {name: TENSOR for name in """
     gather scatter scatter_ eq ne lt le gt ge logical_not logical_and logical_or any all float_power
 """.split()}
 SHAPE_METHODS = {"numel": NUMBER, "index": NUMBER, "count": NUMBER}
+#: Methods of a list, dict or set of numbers: those that add elements take numbers only
+#: (anything else makes every such container an ordinary one, _Grammar.escape_numbers).
+NUMBERS_METHODS = {
+    **{name: NONE for name in "append extend insert clear update add remove discard".split()},
+    **{name: NUMBER for name in "pop get setdefault index count".split()},
+    **{name: NUMBERS for name in "keys values copy".split()},
+    "items": CONTAINER,
+}
+NUMBERS_FILLING = frozenset({"append", "extend", "insert", "update", "add", "setdefault"})
+#: Builtins that read a list, dict or set of numbers without keeping or changing it.
+NUMBERS_READERS = frozenset("""
+    len int float bool round abs min max sum divmod pow all any isinstance str print tuple list dict set frozenset
+    enumerate zip reversed sorted
+""".split())
 STRING_METHODS = {"join": STRING, "startswith": NUMBER, "endswith": NUMBER}
 CONTAINER_METHODS = {
     **{name: NONE for name in "append extend insert clear update".split()},
@@ -485,6 +501,8 @@ class _Grammar:
         #: Whether parameters of functions nothing calls hold unknown values yet: off at first,
         #: so that values still on their way along the calls are not mistaken for unknown ones.
         self.uncalled_unknown = False
+        #: Whether some list, dict or set of numbers may hold something else (see numbers()).
+        self.numbers_escaped = False
 
     # -- driving -------------------------------------------------------------------------------
     def check(self) -> None:
@@ -494,7 +512,12 @@ class _Grammar:
         self.settle()
         self.place_functions()
         self.report = True
+        escaped = self.numbers_escaped
         self.evaluate_all()
+        if self.numbers_escaped != escaped:
+            # Values unknown until the report filled a container of numbers: judge the file
+            # again with every such container an ordinary one.
+            self.evaluate_all()
 
     def settle(self) -> None:
         """Evaluates the file until what every name may hold stops growing. Until the report,
@@ -509,6 +532,28 @@ class _Grammar:
         """What a value nothing was learnt about holds: nothing yet while settling, unknown in
         the report."""
         return {UNKNOWN} if self.report else set()
+
+    def numbers(self) -> set[str]:
+        """What a list, dict or set displayed with Python numbers and shapes only holds.
+
+        Elements read from it count as numbers as long as nothing else can get into it: the
+        flow-insensitive inference cannot tell one list from another, so every store of
+        anything else into such a container, and every way out of the grammar's sight (into
+        an ordinary container, an extension's or an unknown object's call, an attribute of
+        something other than the file's objects), makes all of them ordinary containers,
+        whose elements may be tensors."""
+        return {NUMBERS, CONTAINER} if self.numbers_escaped else {NUMBERS}
+
+    def escape_numbers(self, atoms) -> None:
+        """``atoms`` go where a list, dict or set of numbers may be changed out of sight."""
+        if NUMBERS in atoms and not self.numbers_escaped:
+            self.numbers_escaped = True
+            self.changed = True
+
+    def fill_numbers(self, container, atoms) -> None:
+        """``atoms`` are stored into ``container``: only numbers keep it a container of numbers."""
+        if NUMBERS in container and not self.provable(atoms, empty=True):
+            self.escape_numbers(container)
 
     def evaluate_all(self) -> None:
         self.function = None
@@ -870,6 +915,7 @@ class _Grammar:
     def statement_AugAssign(self, node) -> None:
         current = self.value(node.target)
         operand = self.value(node.value)
+        self.fill_numbers(current, operand)  # list += ... extends in place
         result = self.arithmetic(node, current, operand, _shown(node))
         self.assign(node.target, result, None)
 
@@ -1015,6 +1061,7 @@ class _Grammar:
         elif isinstance(target, ast.Subscript):
             base = self.value(target.value)
             self.value(target.slice)
+            self.fill_numbers(base, atoms)
             if base & {ARG, SHAPE}:
                 self.find("forbidden_construct", target, "assignment",
                           f"assigns into {_shown(target.value)}, which holds constructor arguments or a shape (values"
@@ -1065,6 +1112,8 @@ class _Grammar:
         base = self.check_attribute_target(target)
         if base is None:
             return
+        if any(not atom.startswith(OBJECT) for atom in base):
+            self.escape_numbers(atoms)
         for atom in sorted(base):
             if atom.startswith(OBJECT):
                 self.merge(self.attributes.setdefault(atom[len(OBJECT):], {}), target.attr, atoms)
@@ -1212,6 +1261,8 @@ class _Grammar:
         for atom in sorted(base):
             if atom == SHAPE:
                 results.add(SHAPE if is_slice else NUMBER)
+            elif atom == NUMBERS:
+                results |= self.numbers() if is_slice else {NUMBER}
             elif atom in (ARG, STRING, REPORTED):
                 results.add(atom)
             elif atom in (TENSOR, INPUT):
@@ -1241,17 +1292,29 @@ class _Grammar:
             atoms |= self.expr(element) if self.annotation else self.value(element)
         if self.annotation:
             return {UNKNOWN}
-        if isinstance(node, ast.List):
-            return {CONTAINER}  # a list can change after the inference saw it
-        return {SHAPE} if self.provable(atoms, empty=True) else {CONTAINER}
+        if isinstance(node, (ast.List, ast.Set)):
+            # A list can change after the inference saw it: one of numbers while it keeps only
+            # numbers (an empty one is an ordinary container: it is there to be filled).
+            if node.elts and self.provable(atoms):
+                return self.numbers()
+            self.escape_numbers(atoms)
+            return {CONTAINER}
+        if self.provable(atoms, empty=True):
+            return {SHAPE}
+        self.escape_numbers(atoms)
+        return {CONTAINER}
 
     expr_List = expr_Set = expr_Tuple
 
     def expr_Dict(self, node) -> set[str]:
+        atoms: set[str] = set()
         for key, item in zip(node.keys, node.values):
             if key is not None:
-                self.value(key)
-            self.value(item)
+                atoms |= self.value(key)
+            atoms |= self.value(item)
+        if node.keys and None not in node.keys and self.provable(atoms):
+            return self.numbers()
+        self.escape_numbers(atoms)
         return {CONTAINER}
 
     def comprehension(self, node) -> None:
@@ -1267,14 +1330,19 @@ class _Grammar:
     def expr_ListComp(self, node) -> set[str]:
         self.comprehension(node)
         atoms = self.value(node.elt)
-        return {SHAPE} if isinstance(node, ast.GeneratorExp) and self.provable(atoms) else {CONTAINER}
+        if self.provable(atoms):
+            return {SHAPE} if isinstance(node, ast.GeneratorExp) else self.numbers()
+        self.escape_numbers(atoms)
+        return {CONTAINER}
 
     expr_SetComp = expr_GeneratorExp = expr_ListComp
 
     def expr_DictComp(self, node) -> set[str]:
         self.comprehension(node)
-        self.value(node.key)
-        self.value(node.value)
+        atoms = self.value(node.key) | self.value(node.value)
+        if self.provable(atoms):
+            return self.numbers()
+        self.escape_numbers(atoms)
         return {CONTAINER}
 
     def expr_JoinedStr(self, node) -> set[str]:
@@ -1371,6 +1439,11 @@ class _Grammar:
             return set()
         if self.provable(left) and self.provable(right):
             atoms = left | right
+            if NUMBERS in atoms and isinstance(getattr(node, "op", None), (ast.Add, ast.Mult)):
+                # Joining or repeating lists of numbers makes a new one; a number results only
+                # where both sides may be numbers.
+                scalars = {NUMBER, ARG}
+                return self.numbers() | ({NUMBER} if left & scalars and right & scalars else set())
             result = {NUMBER}
             for kind in (SHAPE, ARG, STRING):
                 if kind in atoms:
@@ -1406,7 +1479,7 @@ class _Grammar:
             return self.missing()
         elements: set[str] = set()
         for atom in sorted(atoms):
-            if atom == SHAPE:
+            if atom in (SHAPE, NUMBERS):
                 elements.add(NUMBER)
             elif atom in (ARG, STRING, REPORTED):
                 elements.add(atom)
@@ -1493,7 +1566,7 @@ class _Grammar:
                 return found - {NN_METHOD, FILE_METHOD}
         if atom.startswith(OPERATOR):
             if called:
-                self.arguments(call)
+                self.arguments(call, reads_numbers=True)  # as the extension's functions (call())
                 return {UNKNOWN}
             return {atom + "." + name}
         tables = self.value_tables(atom)
@@ -1521,6 +1594,8 @@ class _Grammar:
             return [({}, STRING_METHODS)]
         if atom == CONTAINER:
             return [({}, CONTAINER_METHODS)]
+        if atom == NUMBERS:
+            return [({}, NUMBERS_METHODS)]
         if atom == STREAM:
             return [(STREAM_PROPERTIES, STREAM_MEMBERS)]
         if atom == EVENT:
@@ -1645,7 +1720,7 @@ class _Grammar:
 
     def module_method(self, receiver: str, name: str, call: ast.Call) -> set[str]:
         if name in NN_CONTAINER_METHODS and name not in NN_MODULE_METHODS:
-            self.arguments(call)
+            self.arguments(call, reads_numbers=True)
             return {NN_CONTAINER_METHODS[name]}
         if name in ("register_buffer", "register_parameter", "register_module", "add_module"):
             first = call.args[0] if call.args else None
@@ -1660,11 +1735,21 @@ class _Grammar:
                 registered = LAYER + "?" if name in ("register_module", "add_module") else TENSOR
                 self.merge(self.attributes.setdefault(receiver[len(OBJECT):], {}), first.value, {registered})
             return {NONE}
-        self.arguments(call)
+        self.arguments(call, reads_numbers=True)
         return {NN_MODULE_METHODS[name]}
 
     def method_call(self, atom: str, name: str, result: str, call: ast.Call) -> set[str]:
-        self.arguments(call)
+        if atom == NUMBERS:
+            positional = self.arguments(call, reads_numbers=True)
+            given = set().union(*positional, *(self.value(k.value) for k in call.keywords)) if positional or \
+                call.keywords else set()
+            if name in NUMBERS_FILLING:
+                self.fill_numbers({NUMBERS}, given)
+            if name in ("get", "pop", "setdefault"):  # a default is what the call may give
+                return {NUMBER, NONE} | (positional[1] if len(positional) > 1 else set())
+            return self.numbers() if result == NUMBERS else {result}
+        # An ordinary container keeps what it is given, out of the inference's sight.
+        self.arguments(call, reads_numbers=atom not in (UNKNOWN, CONTAINER))
         if name in ("size", "stride") and (call.args or call.keywords):
             return {NUMBER}
         if atom == UNKNOWN and result == UNKNOWN:
@@ -1737,13 +1822,17 @@ class _Grammar:
         return None
 
     # -- calls -------------------------------------------------------------------------------------------------
-    def arguments(self, call: ast.Call, tracked: bool = False) -> list[set[str]]:
+    def arguments(self, call: ast.Call, tracked: bool = False, reads_numbers: bool = False) -> list[set[str]]:
         """Evaluates a call's arguments; ``tracked`` for calls into the file's own functions,
-        which may receive modules and functions (the inference follows them there)."""
+        which may receive modules and functions (the inference follows them there);
+        ``reads_numbers`` for callees known to leave a list of numbers as it is (torch's
+        functions, the builtins that read): anywhere else, one may come back changed."""
         evaluate = self.expr if tracked else self.value
         positional = [evaluate(argument) for argument in call.args]
-        for keyword in call.keywords:
-            evaluate(keyword.value)
+        keywords = [evaluate(keyword.value) for keyword in call.keywords]
+        if not (tracked or reads_numbers):
+            for atoms in positional + keywords:
+                self.escape_numbers(atoms)
         return positional
 
     def call(self, atom: str, node: ast.Call) -> set[str] | None:
@@ -1755,7 +1844,10 @@ class _Grammar:
         if atom.startswith(MEMBER):
             return self.member_of_module_call(atom[len(MEMBER):], node)
         if atom.startswith((EXTENSION, OPERATOR)):
-            self.arguments(node)
+            # Lists of numbers (sizes, strides, tile shapes) are what kernels are handed. Native
+            # code could change one, but it computes whatever it could put there anyway, and a
+            # tensor put there meets the forward guard as soon as Python computes on it.
+            self.arguments(node, reads_numbers=True)
             return {UNKNOWN}
         if atom.startswith(FUNCTION):
             return self.local_call(atom[len(FUNCTION):], node, skip_self=False)
@@ -1860,7 +1952,7 @@ class _Grammar:
                     self.find("forbidden_construct", node, "isinstance",
                               "isinstance() takes classes (or a tuple of classes) as its second argument.")
             return {NUMBER}
-        positional = self.arguments(node)
+        positional = self.arguments(node, reads_numbers=name in NUMBERS_READERS)
         if self.in_forward and name != "print" and any(READ_BACK in atoms for atoms in positional):
             self.read_back_arithmetic(node, _shown(node))
             return {REPORTED}
@@ -1869,19 +1961,27 @@ class _Grammar:
             # A number made of a tensor's data (float(x[0]), int(extension_result)): only
             # a Python number, a shape or a constructor argument converts to a plain number.
             return {READ_BACK}
-        if name in ARITHMETIC_BUILTINS and self.in_forward:
+        if name in ARITHMETIC_BUILTINS:
+            on_tensors = False
             for argument, atoms in zip(node.args, positional):
                 elements = atoms
                 if name in ("sum", "min", "max") and len(positional) == 1:
                     elements = self.elements_of(argument, atoms)
-                if not self.provable(elements):
-                    self.tensor_arithmetic(node, _shown(node))
-                    return {REPORTED}
-        if name == "tuple" and len(positional) == 1:
+                if not self.provable(elements, empty=True):
+                    if self.in_forward:
+                        self.tensor_arithmetic(node, _shown(node))
+                        return {REPORTED}
+                    on_tensors = True
+            # divmod gives a pair of numbers; on a tensor (construction code may compute) any of
+            # them gives a tensor.
+            return ({SHAPE} if name == "divmod" else {NUMBER}) | ({TENSOR} if on_tensors else set())
+        if name == "range" and self.provable(set().union(*positional), empty=True):
+            return self.numbers()
+        if name in ("tuple", "list", "set", "sorted") and len(positional) == 1 and not node.keywords:
             if not positional[0]:
                 return self.missing()
-            if self.provable(positional[0]):
-                return {SHAPE}
+            if self.provable(self.elements_of(node.args[0], positional[0])):
+                return {SHAPE} if name == "tuple" else self.numbers()
         return {BUILTINS[name]}
 
     def elements_of(self, node, atoms) -> set[str]:
@@ -1896,7 +1996,7 @@ class _Grammar:
         module, _, name = path.rpartition(".")
         table = self.contract.module_table(module) or {}
         member = table.get(name)
-        positional = self.arguments(node)
+        positional = self.arguments(node, reads_numbers=True)
         if member is None:
             return {UNKNOWN}
         if member.kind == "decorator":
