@@ -612,6 +612,42 @@ def test_a_number_read_back_with_a_conversion_may_be_handed_to_the_extension_onl
     assert "float(flat[index]) < 0" in findings[0]["message"] and "float()" in findings[0]["message"]
 
 
+@pytest.mark.parametrize("laundering", [
+    "v = float(f'{flat[0].item()!r}')\nreturn cuda_extension.scale(x, v if v > 0 else 0.0)",
+    "v = float(str(flat[0]))\nreturn cuda_extension.scale(x, v)",
+    "sizes = torch.Size(flat)\nreturn cuda_extension.scale(x, sizes[0])",
+    "return cuda_extension.scale(x, TABLE[flat[0].item()])",
+    "return cuda_extension.scale(x, TABLE[flat[0]])",
+    "return cuda_extension.scale(x, self.ruler[:flat[0].item()].numel())",
+    "return cuda_extension.scale(x, torch.empty(flat[0].item()).numel())",
+    "return cuda_extension.scale(x, x.new_empty(int(flat[0])).shape[0])",
+    "return cuda_extension.scale(x, sum(1 for i in range(4) if any((flat[i],))))",
+    "return cuda_extension.scale(x, all([flat[0], flat[1]]))",
+    "values = [flat[i].item() for i in range(4)]\nreturn cuda_extension.scale(x, sorted(values)[1])",
+    "values = []\nvalues.append(flat[0].item())\nreturn cuda_extension.scale(x, 0.5 in values)",
+    "return cuda_extension.scale(x, {flat[0].item(): 1}.get(0.5, 0))",
+    "return cuda_extension.scale(x, flat[0].item() or 1.0)",
+    "return cuda_extension.scale(x, flat[0] and 1.0)",
+])
+def test_values_read_back_cannot_be_laundered_into_numbers(laundering):
+    text = candidate(top="TABLE = (0.0, 1.0, 2.0)", init="self.ruler = torch.arange(1000)",
+                     forward="flat = x.reshape(-1)\n" + laundering)
+    found = first(check_model_new(text))
+    assert found is not None and found[0] == "forbidden_operation", (laundering, found)
+    assert found[1] in ("read-back-use", "read-back-arithmetic", "tensor-arithmetic"), found
+
+
+def test_values_read_back_may_be_named_printed_and_handed_to_the_extension():
+    text = candidate(init="self.register_buffer('bounds', torch.tensor([0.0, 1.0]), persistent=False)", forward="""
+        low, high = self.bounds[0].item(), self.bounds[1].item()
+        bound = float(self.bounds[1])
+        print(low)
+        label = f"{x.shape[0]} rows, {x.dtype}"
+        return cuda_extension.clamp(x, low, high, bound, label)
+    """)
+    assert check_model_new(text) == []
+
+
 def test_a_value_the_inference_cannot_see_is_not_a_number():
     # An extension's result may be anything: it cannot be counted as a number.
     text = candidate(forward="n = cuda_extension.count(x)\nreturn cuda_extension.scale(x, n + 1)")

@@ -30,12 +30,15 @@ ALLOWED = {
     "metadata": lambda x: (x.shape, x.size(0), x.stride(), x.numel(), x.dim(), x.dtype, x.device, x.data_ptr(),
                            x.is_contiguous()),
     "copies and conversions": lambda x: (x.clone(), x.to(torch.float64), x.half(), torch.empty_like(x).copy_(x),
-                                         x.detach()),
+                                         x.detach(), torch.arange(4).to(torch.float32),
+                                         torch.empty(4, dtype=torch.float64).copy_(torch.arange(4)),
+                                         torch.ones(2, dtype=torch.bool).to(x.dtype)),
     "fills": lambda x: (torch.empty(3).fill_(1), torch.empty(3).zero_()),
     "a scalar": lambda x: x[0, 0].item(),
 }
 
 LAYER = torch.nn.Linear(6, 2)
+COMPLEX = torch.complex(torch.randn(4, 6), torch.randn(4, 6))
 
 FORBIDDEN = {
     "torch.matmul": (lambda x: torch.matmul(x, x.t()), "aten.mm"),
@@ -49,6 +52,11 @@ FORBIDDEN = {
     ".numpy()": (lambda x: x.numpy(), "Tensor.numpy"),
     ".tolist()": (lambda x: x.tolist(), "Tensor.tolist"),
     "torch.cat": (lambda x: torch.cat([x, x]), "aten.cat"),
+    # conversions that compute: truncation, comparison with zero, the real part
+    "float to int64 (trunc)": (lambda x: x.to(torch.int64), "aten._to_copy"),
+    "float to bool (x != 0)": (lambda x: x.bool(), "aten._to_copy"),
+    "copy_ of floats into ints": (lambda x: torch.empty(4, 6, dtype=torch.int32).copy_(x), "aten.copy_"),
+    "complex to real": (lambda x: torch.empty(4, 6).copy_(COMPLEX), "aten.copy_"),
 }
 
 

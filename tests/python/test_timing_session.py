@@ -29,10 +29,11 @@ QUICK = {"time_s": 0.3, "min_rounds": 6, "floor_rounds": 4, "max_rounds": 12, "w
          "calibration_samples": 3}
 
 
-def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_reference=False, **overrides):
+def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_reference=False, task=TASK,
+            **overrides):
     request = {
         "device": "cpu",
-        "reference_path": TASK,
+        "reference_path": task,
         "seed": 1234,
         "compile": {"enabled": compile_enabled, "backend": "eager"},
         "budget": QUICK,
@@ -44,7 +45,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_re
     }
     if cache:
         request["baseline_cache"] = {"directory": str(cache)}
-    candidate_request = {"device": "cpu", "reference_path": TASK, "policy": POLICY}
+    candidate_request = {"device": "cpu", "reference_path": task, "policy": POLICY}
     if candidate in ("reference", "compile"):
         candidate_request["candidate_kind"] = candidate
         candidate_request["compile"] = {"backend": "eager"}
@@ -161,6 +162,13 @@ def test_a_short_contender_switches_all_contenders_to_batches():
 def test_a_candidate_that_changes_behaviour_once_timed_is_caught():
     message = assert_rejected(session("phase_detector"), "timed_output_mismatch")
     assert "trusted batch are wrong" in message and "expected" in message
+
+
+def test_zeros_in_place_of_small_outputs_are_caught_by_a_tolerance_scaled_to_them():
+    # Outputs around 1e-4: within an absolute 1e-2 of zeros, as verification's scaled one is not.
+    message = assert_rejected(session("tiny_phase_detector", task=os.path.join(FIXTURES, "tiny_task.py")),
+                              "timed_output_mismatch")
+    assert "scaled by the root mean square of the expected output" in message
 
 
 def test_a_candidate_whose_process_understates_its_times_is_rejected_by_the_trusted_clock():

@@ -250,6 +250,16 @@ def test_outputs_compare_like_the_verifier_at_every_precision():
     assert "expected 3" in trusted_clock._mismatch(torch, torch.tensor([3]), torch.tensor([4]), 0.0, 0.0)
 
 
+def test_the_absolute_tolerance_follows_the_magnitude_of_the_expected_output():
+    small = torch.rand(4096) * 5e-4  # a softmax over long rows: values around 2.5e-4
+    atol = trusted_clock._scaled_atol(small, 1e-2)
+    assert atol < 1e-5
+    assert trusted_clock._mismatch(torch, small, torch.zeros_like(small), atol, 1e-2) is not None
+    assert trusted_clock._mismatch(torch, small, small * (1 + 5e-3), atol, 1e-2) is None
+    assert trusted_clock._scaled_atol(torch.randn(4096) * 100, 1e-2) == 1e-2  # capped at the atol given
+    assert trusted_clock._scaled_atol(torch.arange(5), 1e-2) == 1e-2  # integers compare exactly anyway
+
+
 def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_margin():
     clock = _clock()
     clock.mode = "loop"

@@ -374,6 +374,10 @@ BUILTINS = {
                                    " KeyError IndexError ImportError AttributeError ZeroDivisionError".split()},
     "object": UNKNOWN,
 }
+#: Builtins that read the values of their argument's elements (their truth, order, hash or
+#: text): in forward, only of Python numbers and shapes.
+DATA_READING_BUILTINS = {"any": "takes the truth of", "all": "takes the truth of", "sorted": "orders",
+                         "set": "hashes", "frozenset": "hashes", "str": "formats"}
 #: Builtins that compute on their arguments: in forward, only on Python numbers and shapes.
 ARITHMETIC_BUILTINS = frozenset({"round", "abs", "min", "max", "sum", "divmod", "pow"})
 #: Builtins that turn a value into a Python number: of a tensor, in forward, they read its
@@ -900,6 +904,15 @@ class _Grammar:
     statement_Break = statement_Continue = statement_Pass
 
     def statement_Assign(self, node) -> None:
+        if len(node.targets) == 1 and isinstance(node.value, (ast.Tuple, ast.List)) and \
+                isinstance(node.targets[0], (ast.Tuple, ast.List)) and \
+                len(node.value.elts) == len(node.targets[0].elts) and \
+                not any(isinstance(e, ast.Starred) for e in node.value.elts + node.targets[0].elts):
+            # a, b = c, d: pairs of assignments; no container is made.
+            for target, value in zip(node.targets[0].elts, node.value.elts):
+                tracked = self.tracks_second_class(target)
+                self.assign(target, self.expr(value) if tracked else self.value(value), self.structure(value))
+            return
         tracked = all(self.tracks_second_class(target) for target in node.targets)
         atoms = self.expr(node.value) if tracked else self.value(node.value)
         structure = self.structure(node.value)
@@ -940,6 +953,13 @@ class _Grammar:
                   f"{shown} {what} a value that may be a tensor, inside code that runs in forward: that reads its"
                   " data back to Python to branch on it. Branch on Python numbers and shapes only; decide on the"
                   " data in your kernels.")
+
+    def read_back_use(self, node, how: str) -> None:
+        self.find("forbidden_operation", node, "read-back-use",
+                  f"{_shown(node)} {how} a value read back from a tensor's data (.item(), or int(), float(), bool()"
+                  " of a tensor), inside code that runs in forward: such a value may only be handed to your"
+                  " extension, directly or through a name. Do the computation, and any decision on the data, in your"
+                  " kernels.")
 
     def statement_If(self, node) -> None:
         self.branch_test(node.test)
@@ -1254,9 +1274,19 @@ class _Grammar:
             self.expr(node.slice)
             return {UNKNOWN}
         base = self.value(node.value)
-        self.value(node.slice)
+        index = self.value(node.slice)
         is_slice = isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and any(
             isinstance(e, ast.Slice) for e in node.slice.elts))
+        if self.in_forward and REPORTED not in index:
+            if READ_BACK in index:
+                # A table indexed by the data is a computation on it (a lookup table).
+                self.read_back_use(node, "indexes with")
+                return {REPORTED}
+            if index & {TENSOR, INPUT} and base and not base & {TENSOR, INPUT, UNKNOWN, REPORTED} and not any(
+                    atom.startswith(LAYER) for atom in base):
+                # A Python sequence indexed by a tensor reads its value back (__index__).
+                self.tensor_truth(node, _shown(node), "indexes a Python value with")
+                return {REPORTED}
         results: set[str] = set()
         for atom in sorted(base):
             if atom == SHAPE:
@@ -1278,9 +1308,17 @@ class _Grammar:
         return results or (self.missing() if not base else {UNKNOWN})
 
     def expr_Slice(self, node) -> set[str]:
+        bounds: set[str] = set()
         for part in (node.lower, node.upper, node.step):
             if part is not None:
-                self.value(part)
+                bounds |= self.value(part)
+        if self.in_forward and READ_BACK in bounds:
+            # A slice as long as a value of the data hands that value back as its length.
+            self.read_back_use(node, "bounds a slice with")
+            return {REPORTED}
+        if self.in_forward and bounds & {TENSOR, INPUT}:
+            self.tensor_truth(node, _shown(node), "bounds a slice with")
+            return {REPORTED}
         return {NUMBER}
 
     def expr_Starred(self, node) -> set[str]:
@@ -1292,6 +1330,8 @@ class _Grammar:
             atoms |= self.expr(element) if self.annotation else self.value(element)
         if self.annotation:
             return {UNKNOWN}
+        if self.stores_read_back(node, atoms):
+            return {REPORTED}
         if isinstance(node, (ast.List, ast.Set)):
             # A list can change after the inference saw it: one of numbers while it keeps only
             # numbers (an empty one is an ordinary container: it is there to be filled).
@@ -1312,10 +1352,20 @@ class _Grammar:
             if key is not None:
                 atoms |= self.value(key)
             atoms |= self.value(item)
+        if self.stores_read_back(node, atoms):
+            return {REPORTED}
         if node.keys and None not in node.keys and self.provable(atoms):
             return self.numbers()
         self.escape_numbers(atoms)
         return {CONTAINER}
+
+    def stores_read_back(self, node, atoms) -> bool:
+        """In forward, a container may not hold values read back from tensors: what reads its
+        elements (sorted(), in, a lookup) would compute on the data. Reported when it would."""
+        if self.in_forward and READ_BACK in atoms:
+            self.read_back_use(node, "puts into a container")
+            return True
+        return False
 
     def comprehension(self, node) -> None:
         for generator in node.generators:
@@ -1330,6 +1380,8 @@ class _Grammar:
     def expr_ListComp(self, node) -> set[str]:
         self.comprehension(node)
         atoms = self.value(node.elt)
+        if self.stores_read_back(node, atoms):
+            return {REPORTED}
         if self.provable(atoms):
             return {SHAPE} if isinstance(node, ast.GeneratorExp) else self.numbers()
         self.escape_numbers(atoms)
@@ -1340,17 +1392,24 @@ class _Grammar:
     def expr_DictComp(self, node) -> set[str]:
         self.comprehension(node)
         atoms = self.value(node.key) | self.value(node.value)
+        if self.stores_read_back(node, atoms):
+            return {REPORTED}
         if self.provable(atoms):
             return self.numbers()
         self.escape_numbers(atoms)
         return {CONTAINER}
 
     def expr_JoinedStr(self, node) -> set[str]:
+        formatted: set[str] = set()
         for part in node.values:
             if isinstance(part, ast.FormattedValue):
-                self.value(part.value)
+                formatted |= self.value(part.value)
                 if part.format_spec is not None:
                     self.expr(part.format_spec)
+        if self.in_forward and not self.provable(formatted, empty=True):
+            # Text made of a tensor's data is its data: float() of it would be a number.
+            self.read_back_use(node, "formats")
+            return {REPORTED}
         return {STRING}
 
     def expr_NamedExpr(self, node) -> set[str]:
@@ -1364,8 +1423,13 @@ class _Grammar:
 
     def expr_BoolOp(self, node) -> set[str]:
         atoms: set[str] = set()
-        for operand in node.values:
-            atoms |= self.value(operand)
+        for index, operand in enumerate(node.values):
+            found = self.value(operand)
+            if self.in_forward and index < len(node.values) - 1 and found & {READ_BACK, TENSOR}:
+                # and/or take the truth of every operand but the last one.
+                (self.read_back_arithmetic if READ_BACK in found else self.tensor_truth)(operand, _shown(operand))
+                return {REPORTED}
+            atoms |= found
         return atoms
 
     def expr_BinOp(self, node) -> set[str]:
@@ -1739,6 +1803,8 @@ class _Grammar:
         return {NN_MODULE_METHODS[name]}
 
     def method_call(self, atom: str, name: str, result: str, call: ast.Call) -> set[str]:
+        if self.hands_read_back(call):
+            return {REPORTED}
         if atom == NUMBERS:
             positional = self.arguments(call, reads_numbers=True)
             given = set().union(*positional, *(self.value(k.value) for k in call.keywords)) if positional or \
@@ -1822,6 +1888,18 @@ class _Grammar:
         return None
 
     # -- calls -------------------------------------------------------------------------------------------------
+    def hands_read_back(self, call: ast.Call) -> bool:
+        """In forward, a value read back may go to the extension and the file's own functions
+        only: torch's functions and the methods of values would compute with it (a tensor as
+        large as the value, a slice as long) or keep it. Reported when it would."""
+        if not self.in_forward:
+            return False
+        for argument in list(call.args) + [keyword.value for keyword in call.keywords]:
+            if READ_BACK in self.value(argument):  # evaluated as forward code (findings are kept once)
+                self.read_back_use(call, "hands to " + _shown(call.func) + "()")
+                return True
+        return False
+
     def arguments(self, call: ast.Call, tracked: bool = False, reads_numbers: bool = False) -> list[set[str]]:
         """Evaluates a call's arguments; ``tracked`` for calls into the file's own functions,
         which may receive modules and functions (the inference follows them there);
@@ -1961,6 +2039,12 @@ class _Grammar:
             # A number made of a tensor's data (float(x[0]), int(extension_result)): only
             # a Python number, a shape or a constructor argument converts to a plain number.
             return {READ_BACK}
+        if name in DATA_READING_BUILTINS and self.in_forward:
+            for argument, atoms in zip(node.args, positional):
+                elements = atoms if name == "str" else self.elements_of(argument, atoms)
+                if not self.provable(elements, empty=True):
+                    self.tensor_truth(node, _shown(node), DATA_READING_BUILTINS[name])
+                    return {REPORTED}
         if name in ARITHMETIC_BUILTINS:
             on_tensors = False
             for argument, atoms in zip(node.args, positional):
@@ -1996,6 +2080,8 @@ class _Grammar:
         module, _, name = path.rpartition(".")
         table = self.contract.module_table(module) or {}
         member = table.get(name)
+        if self.hands_read_back(node):
+            return {REPORTED}
         positional = self.arguments(node, reads_numbers=True)
         if member is None:
             return {UNKNOWN}
@@ -2014,6 +2100,13 @@ class _Grammar:
         if module == "math" and self.in_forward and not all(self.provable(atoms) for atoms in positional):
             self.tensor_arithmetic(node, _shown(node))
             return {REPORTED}
+        if path == "torch.Size" and not all(self.provable(self.elements_of(argument, atoms), empty=True)
+                                            for argument, atoms in zip(node.args, positional)):
+            # A shape made of a tensor's elements holds its data.
+            if self.in_forward:
+                self.tensor_truth(node, _shown(node), "makes a shape of")
+                return {REPORTED}
+            return {READ_BACK}
         return set(member.result) or {UNKNOWN}
 
     # -- annotations ---------------------------------------------------------------------------------------

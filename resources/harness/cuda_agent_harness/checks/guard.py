@@ -36,6 +36,12 @@ ALLOWED_ATEN = frozenset({
     "numel", "dim", "is_contiguous", "is_same_size", "set_", "_has_compatible_shallow_copy_type",
 })
 
+#: Allowed operators that may convert between dtypes. Between floating-point dtypes (and from
+#: integers to them) a conversion moves values; from floating-point or complex values to
+#: integers or booleans, or from complex to real ones, it computes: x.to(torch.int64) is
+#: torch.trunc, x.to(torch.bool) is x != 0.
+CONVERSIONS = frozenset({"_to_copy", "to", "copy_"})
+
 #: Python-level calls that leave torch with the data (and so could compute elsewhere).
 DENIED_FUNCTIONS = frozenset({
     "Tensor.numpy", "Tensor.tolist", "Tensor.__array__", "Tensor.__array_wrap__", "Tensor.__dlpack__",
@@ -126,6 +132,31 @@ class ForwardGuard:
         return None
 
 
+def _value_changing_conversion(packet: str, args, kwargs) -> str | None:
+    """'<from> to <to>' when the conversion ``packet(*args, **kwargs)`` computes, else None."""
+    if packet == "copy_":
+        if len(args) < 2 or not isinstance(args[0], torch.Tensor) or not isinstance(args[1], torch.Tensor):
+            return None
+        source, target = args[1].dtype, args[0].dtype
+    else:
+        if not args or not isinstance(args[0], torch.Tensor):
+            return None
+        source = args[0].dtype
+        target = kwargs.get("dtype")
+        for value in list(args[1:]):
+            if isinstance(value, torch.dtype):
+                target = value
+            elif isinstance(value, torch.Tensor) and packet == "to":
+                target = value.dtype
+        if not isinstance(target, torch.dtype):
+            return None
+    if (source.is_floating_point or source.is_complex) and not (target.is_floating_point or target.is_complex):
+        return f"{source} values to {target}"
+    if source.is_complex and not target.is_complex:
+        return f"{source} values to {target} (the imaginary part is dropped)"
+    return None
+
+
 class _FunctionMode(TorchFunctionMode):
     def __init__(self, guard: ForwardGuard):
         super().__init__()
@@ -152,6 +183,12 @@ class _DispatchMode(TorchDispatchMode):
         packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         operation = f"{namespace}.{packet}"
         if namespace == "aten" and packet in self.guard.allowed:
+            if packet in CONVERSIONS:
+                lost = _value_changing_conversion(packet, args, kwargs or {})
+                if lost:
+                    self.guard.refuse(operation, self.guard.current_python(),
+                                      f"converting {lost} computes (it truncates, rounds or compares with zero);"
+                                      " do it in your kernels")
             if packet == "_local_scalar_dense":
                 self.guard.item_calls += 1
                 if self.guard.item_calls > self.guard.max_item_calls:

@@ -50,6 +50,7 @@ from typing import Any, Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from ..checks.compare import ATOL_SCALE, magnitude
 from . import arena as arena_module
 
 #: Every region and tensor in the arena starts on this boundary.
@@ -765,7 +766,8 @@ class TrustedClock:
             for position, (want, have, logical) in enumerate(zip(expected, got[index], positions[index])):
                 if have is None:
                     continue
-                problem = _mismatch(torch, want.reshape(-1)[logical].cpu(), have, self.atol, self.rtol)
+                problem = _mismatch(torch, want.reshape(-1)[logical].cpu(), have, _scaled_atol(want, self.atol),
+                                    self.rtol)
                 if problem:
                     raise TrustedClockError(
                         "timed_output_mismatch",
@@ -828,6 +830,15 @@ class TrustedClock:
             self.arena = None
 
 
+def _scaled_atol(want, atol: float) -> float:
+    """``atol`` scaled by the magnitude of the whole expected output, as verification scales it
+    (``checks.compare.ATOL_SCALE``): an output of values around 1e-4 is not matched by zeros, or
+    by a stale output, within an absolute 1e-2."""
+    if not (want.dtype.is_floating_point or want.dtype.is_complex):
+        return atol
+    return atol * min(ATOL_SCALE["ceiling"], max(ATOL_SCALE["floor"], magnitude(want)))
+
+
 def _mismatch(torch: Any, want, have, atol: float, rtol: float) -> str | None:
     if not isinstance(have, torch.Tensor) or have.shape != want.shape or have.dtype != want.dtype:
         return "the values read back are malformed"
@@ -843,7 +854,7 @@ def _mismatch(torch: Any, want, have, atol: float, rtol: float) -> str | None:
         return None
     position = int(bad.nonzero()[0])
     return (f"at sampled element {position} expected {w[position].item()!r}, found {h[position].item()!r}"
-            f" (atol {atol}, rtol {rtol})")
+            f" (atol {atol:.3g}, scaled by the root mean square of the expected output, rtol {rtol:g})")
 
 
 def _finite_or_none(value: Any) -> float | None:
