@@ -287,9 +287,9 @@ class HarnessVerifier {
   /// that: the audit handler's report ("degenerate": a null model passes the task's own
   /// inputs; "stress": the distributions that make every null model fail; "unfit": none
   /// does, with "message"; "kept_state": the tensors the reference replaces in its own
-  /// attributes from call to call, which ModelNew may keep too). Computed once per task, harness version and policy, then taken
-  /// from the cache (in memory, and in `HarnessOptions::audit_cache_directory` when set);
-  /// "cached" says which.
+  /// attributes from call to call, which ModelNew may keep too). Computed once per task, harness version and policy,
+  /// then taken from the cache (in memory, and in `HarnessOptions::audit_cache_directory` when set); "cached" says
+  /// which.
   [[nodiscard]] nlohmann::json audit(const Task& task) {
     prepare();
     const std::lock_guard lock(state_->mutex);
