@@ -143,6 +143,10 @@ def test_each_stress_kind_does_what_its_name_says():
     heavy = draw["heavy_tailed"].double()
     kurtosis = float(((heavy - heavy.mean()) ** 4).mean() / heavy.var() ** 2)
     assert kurtosis > 10, "far heavier tails than a normal distribution's (3)"
+    for seed in range(8):  # a spike of each sign in every draw: softmax without its max shift overflows on one
+        spiky = models.generate_inputs(Task, seed, 1.0, "cpu", {"kind": "heavy_tailed", "positive": False})[0]
+        peak = models.HEAVY_TAIL_SPIKE * rms(own)
+        assert float(spiky.max()) > 0.5 * peak and float(spiky.min()) < -0.5 * peak, seed
     structured = draw["structured"].double()
     row_means = structured.mean(dim=1)
     column_means = structured.mean(dim=0)

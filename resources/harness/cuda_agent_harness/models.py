@@ -242,9 +242,10 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
 #:   shifted         the inputs moved by 3 to 6 standard deviations plus their mean, in a
 #:                   random direction;
 #:   heavy_tailed    a normal scale mixture (kurtosis far above the normal's) with one
-#:                   element in 512 sixteen times larger, and one in 2^20 (one at least)
-#:                   1024 times the inputs' scale: a few elements carry much of a sum, so
-#:                   statistics taken from a sample of the elements miss them (a variance
+#:                   element in 512 sixteen times larger, and one in 2^20 (two at least,
+#:                   of opposite signs) 1024 times the inputs' scale: a few elements carry
+#:                   much of a sum, so statistics taken from a sample of the elements miss
+#:                   them, and an exponential without its max shift overflows (a variance
 #:                   from every 16th of 4 M elements misses the four largest three times in
 #:                   four, and with them a third of the variance). Along every dimension,
 #:                   each index also adds the inputs' scale times the power of two that
@@ -407,9 +408,14 @@ def reshape_distribution(value: torch.Tensor, spec: dict, seed: int, position: i
                 view[dimension] = extent
                 result.add_(_power_of_two_offsets(extent, device).mul_(scale).reshape(view))
     if kind == "heavy_tailed" and count:
-        spikes = max(1, count >> 20)
+        # Spikes of both signs (where there are two elements): a softmax or a log-sum-exp
+        # without its max shift overflows on the positive one, a kernel that assumes a sign
+        # meets the other, every time rather than on half the sets.
+        spikes = min(count, max(2, count >> 20))
         places = torch.randint(0, count, (spikes,), generator=generator, device=device)
-        signs = torch.where(_uniform01((spikes,), generator, device) < 0.5, -1.0, 1.0)
+        if spikes > 1:  # the two signs in two places
+            places[1] = torch.where(places[1] == places[0], (places[0] + 1) % count, places[1])
+        signs = torch.where(torch.arange(spikes, device=device) % 2 == 0, 1.0, -1.0)
         flat[places] = signs.mul_(HEAVY_TAIL_SPIKE * scale)
     if kind == "structured":
         for dimension, extent in enumerate(shape):
