@@ -619,6 +619,8 @@ def test_a_number_read_back_with_a_conversion_may_be_handed_to_the_extension_onl
     "return cuda_extension.scale(x, TABLE[flat[0].item()])",
     "return cuda_extension.scale(x, TABLE[flat[0]])",
     "return cuda_extension.scale(x, self.ruler[:flat[0].item()].numel())",
+    "return cuda_extension.scale(x, x[:flat[0].item(), 0].numel())",
+    "return cuda_extension.scale(x, self.ruler[:flat[0]].numel())",
     "return cuda_extension.scale(x, torch.empty(flat[0].item()).numel())",
     "return cuda_extension.scale(x, x.new_empty(int(flat[0])).shape[0])",
     "return cuda_extension.scale(x, sum(1 for i in range(4) if any((flat[i],))))",

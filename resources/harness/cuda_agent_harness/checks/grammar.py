@@ -1274,13 +1274,17 @@ class _Grammar:
             self.expr(node.slice)
             return {UNKNOWN}
         base = self.value(node.value)
-        index = self.value(node.slice)
+        index, bounds = self.index_atoms(node.slice)
         is_slice = isinstance(node.slice, ast.Slice) or (isinstance(node.slice, ast.Tuple) and any(
             isinstance(e, ast.Slice) for e in node.slice.elts))
-        if self.in_forward and REPORTED not in index:
-            if READ_BACK in index:
-                # A table indexed by the data is a computation on it (a lookup table).
-                self.read_back_use(node, "indexes with")
+        if self.in_forward and REPORTED not in index | bounds:
+            if READ_BACK in index | bounds:
+                # A table indexed by the data is a computation on it (a lookup table); a slice
+                # as long as a value of the data hands that value back as its length.
+                self.read_back_use(node, "bounds a slice with" if READ_BACK in bounds else "indexes with")
+                return {REPORTED}
+            if bounds & {TENSOR, INPUT}:
+                self.tensor_truth(node, _shown(node), "bounds a slice with")
                 return {REPORTED}
             if index & {TENSOR, INPUT} and base and not base & {TENSOR, INPUT, UNKNOWN, REPORTED} and not any(
                     atom.startswith(LAYER) for atom in base):
@@ -1307,18 +1311,27 @@ class _Grammar:
                 results.add(UNKNOWN)
         return results or (self.missing() if not base else {UNKNOWN})
 
+    def index_atoms(self, node) -> tuple[set[str], set[str]]:
+        """What a subscript's index holds: (its plain indices, its slices' bounds)."""
+        if isinstance(node, ast.Tuple):
+            index: set[str] = set()
+            bounds: set[str] = set()
+            for element in node.elts:
+                more_index, more_bounds = self.index_atoms(element)
+                index, bounds = index | more_index, bounds | more_bounds
+            return index, bounds
+        if isinstance(node, ast.Slice):
+            bounds = set()
+            for part in (node.lower, node.upper, node.step):
+                if part is not None:
+                    bounds |= self.value(part)
+            return set(), bounds
+        return self.value(node), set()
+
     def expr_Slice(self, node) -> set[str]:
-        bounds: set[str] = set()
         for part in (node.lower, node.upper, node.step):
             if part is not None:
-                bounds |= self.value(part)
-        if self.in_forward and READ_BACK in bounds:
-            # A slice as long as a value of the data hands that value back as its length.
-            self.read_back_use(node, "bounds a slice with")
-            return {REPORTED}
-        if self.in_forward and bounds & {TENSOR, INPUT}:
-            self.tensor_truth(node, _shown(node), "bounds a slice with")
-            return {REPORTED}
+                self.value(part)
         return {NUMBER}
 
     def expr_Starred(self, node) -> set[str]:
