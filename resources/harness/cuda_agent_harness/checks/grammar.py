@@ -24,10 +24,12 @@ do not list is rejected with a finding that names the construct and its line:
   from it) may do arithmetic only on values it can be seen to hold Python numbers or shapes
   (literals, ``.shape``, ``.size()``, ``.numel()``, ``.dim()``, constructor arguments, layer
   settings, and the elements of lists, dicts and sets made of those, as long as nothing else
-  can get into any of them): tensor arithmetic there is torch compute. Code that runs only while ``ModelNew``
-  is built (its ``__init__`` and what only ``__init__`` calls) may also build weights and
-  constant buffers with the torch functions of :data:`TORCH_CONSTRUCTION`: no input exists
-  yet, and the reference's weights replace the parameters afterwards.
+  can get into any of them): tensor arithmetic there is torch compute. A value read back from
+  a tensor's data may be named and handed to the extension, nothing else. Code that runs
+  only while ``ModelNew`` is built (its ``__init__`` and what only ``__init__`` calls) may
+  also build weights and constant buffers with the torch functions of
+  :data:`TORCH_CONSTRUCTION`: no input exists yet, and the reference's weights replace the
+  parameters afterwards.
 
 Values are followed by a small flow-insensitive inference over the whole file (what each
 name, attribute of ``self``, parameter and return value may hold), iterated to a fixpoint,

@@ -151,7 +151,8 @@ def _value_changing_conversion(packet: str, args, kwargs) -> str | None:
         if not isinstance(target, torch.dtype):
             return None
     if (source.is_floating_point or source.is_complex) and not (target.is_floating_point or target.is_complex):
-        return f"{source} values to {target}"
+        what = "a comparison with zero" if target == torch.bool else "a truncation"
+        return f"{source} values to {target} ({what})"
     if source.is_complex and not target.is_complex:
         return f"{source} values to {target} (the imaginary part is dropped)"
     return None
@@ -187,8 +188,7 @@ class _DispatchMode(TorchDispatchMode):
                 lost = _value_changing_conversion(packet, args, kwargs or {})
                 if lost:
                     self.guard.refuse(operation, self.guard.current_python(),
-                                      f"converting {lost} computes (it truncates, rounds or compares with zero);"
-                                      " do it in your kernels")
+                                      f"converting {lost} computes; do it in your kernels")
             if packet == "_local_scalar_dense":
                 self.guard.item_calls += 1
                 if self.guard.item_calls > self.guard.max_item_calls:
