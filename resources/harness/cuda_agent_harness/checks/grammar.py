@@ -1818,19 +1818,16 @@ class _Grammar:
         return {NN_MODULE_METHODS[name]}
 
     def method_call(self, atom: str, name: str, result: str, call: ast.Call) -> set[str]:
-        if self.hands_read_back(call):
+        # An ordinary container keeps what it is given, out of the inference's sight.
+        positional, keywords = self.argument_atoms(call, reads_numbers=atom not in (UNKNOWN, CONTAINER))
+        if self.hands_read_back(call, positional + keywords):
             return {REPORTED}
         if atom == NUMBERS:
-            positional = self.arguments(call, reads_numbers=True)
-            given = set().union(*positional, *(self.value(k.value) for k in call.keywords)) if positional or \
-                call.keywords else set()
             if name in NUMBERS_FILLING:
-                self.fill_numbers({NUMBERS}, given)
+                self.fill_numbers({NUMBERS}, set().union(*positional, *keywords))
             if name in ("get", "pop", "setdefault"):  # a default is what the call may give
                 return {NUMBER, NONE} | (positional[1] if len(positional) > 1 else set())
             return self.numbers() if result == NUMBERS else {result}
-        # An ordinary container keeps what it is given, out of the inference's sight.
-        self.arguments(call, reads_numbers=atom not in (UNKNOWN, CONTAINER))
         if name in ("size", "stride") and (call.args or call.keywords):
             return {NUMBER}
         if atom == UNKNOWN and result == UNKNOWN:
@@ -1903,30 +1900,35 @@ class _Grammar:
         return None
 
     # -- calls -------------------------------------------------------------------------------------------------
-    def hands_read_back(self, call: ast.Call) -> bool:
+    def hands_read_back(self, call: ast.Call, arguments: list[set[str]]) -> bool:
         """In forward, a value read back may go to the extension and the file's own functions
         only: torch's functions and the methods of values would compute with it (a tensor as
-        large as the value, a slice as long) or keep it. Reported when it would."""
-        if not self.in_forward:
-            return False
-        for argument in list(call.args) + [keyword.value for keyword in call.keywords]:
-            if READ_BACK in self.value(argument):  # evaluated as forward code (findings are kept once)
-                self.read_back_use(call, "hands to " + _shown(call.func) + "()")
-                return True
+        large as the value, a slice as long) or keep it. ``arguments``: the atoms of the call's
+        arguments, keywords included. Reported when it would."""
+        if self.in_forward and any(READ_BACK in atoms for atoms in arguments):
+            self.read_back_use(call, "hands to " + _shown(call.func) + "()")
+            return True
         return False
 
     def arguments(self, call: ast.Call, tracked: bool = False, reads_numbers: bool = False) -> list[set[str]]:
-        """Evaluates a call's arguments; ``tracked`` for calls into the file's own functions,
-        which may receive modules and functions (the inference follows them there);
-        ``reads_numbers`` for callees known to leave a list of numbers as it is (torch's
-        functions, the builtins that read): anywhere else, one may come back changed."""
+        """Evaluates a call's arguments and gives the positional ones' atoms (see
+        argument_atoms)."""
+        return self.argument_atoms(call, tracked, reads_numbers)[0]
+
+    def argument_atoms(self, call: ast.Call, tracked: bool = False,
+                       reads_numbers: bool = False) -> tuple[list[set[str]], list[set[str]]]:
+        """Evaluates a call's arguments: (positional atoms, keyword atoms). ``tracked`` for calls
+        into the file's own functions, which may receive modules and functions (the inference
+        follows them there); ``reads_numbers`` for callees known to leave a list of numbers as
+        it is (torch's functions, the builtins that read): anywhere else, one may come back
+        changed."""
         evaluate = self.expr if tracked else self.value
         positional = [evaluate(argument) for argument in call.args]
         keywords = [evaluate(keyword.value) for keyword in call.keywords]
         if not (tracked or reads_numbers):
             for atoms in positional + keywords:
                 self.escape_numbers(atoms)
-        return positional
+        return positional, keywords
 
     def call(self, atom: str, node: ast.Call) -> set[str] | None:
         if atom == REPORTED:
@@ -2095,9 +2097,9 @@ class _Grammar:
         module, _, name = path.rpartition(".")
         table = self.contract.module_table(module) or {}
         member = table.get(name)
-        if self.hands_read_back(node):
+        positional, keywords = self.argument_atoms(node, reads_numbers=True)
+        if self.hands_read_back(node, positional + keywords):
             return {REPORTED}
-        positional = self.arguments(node, reads_numbers=True)
         if member is None:
             return {UNKNOWN}
         if member.kind == "decorator":

@@ -721,9 +721,6 @@ class KeptStateLog:
                if type(name) is str and type(value) is torch.Tensor}
         if self.previous is not None:
             for name, tensor in now.items():
-                if self.previous.get(name) is not tensor:
+                if name in self.kept or self.previous.get(name) is not tensor:
                     self.kept[name] = {"shape": list(tensor.shape), "dtype": str(tensor.dtype)}
-            for name in self.kept:
-                if name in now:
-                    self.kept[name] = {"shape": list(now[name].shape), "dtype": str(now[name].dtype)}
         self.previous = now

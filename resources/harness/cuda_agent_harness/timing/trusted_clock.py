@@ -50,7 +50,7 @@ from typing import Any, Callable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from ..checks.compare import ATOL_SCALE, magnitude
+from ..checks.compare import ATOL_SCALE, effective_tolerance
 from . import arena as arena_module
 
 #: Every region and tensor in the arena starts on this boundary.
@@ -834,9 +834,7 @@ def _scaled_atol(want, atol: float) -> float:
     """``atol`` scaled by the magnitude of the whole expected output, as verification scales it
     (``checks.compare.ATOL_SCALE``): an output of values around 1e-4 is not matched by zeros, or
     by a stale output, within an absolute 1e-2."""
-    if not (want.dtype.is_floating_point or want.dtype.is_complex):
-        return atol
-    return atol * min(ATOL_SCALE["ceiling"], max(ATOL_SCALE["floor"], magnitude(want)))
+    return effective_tolerance({"default": {"atol": atol, "rtol": 0.0}, "atol_scale": ATOL_SCALE}, want)["atol"]
 
 
 def _mismatch(torch: Any, want, have, atol: float, rtol: float) -> str | None:
