@@ -398,9 +398,14 @@ def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, int, str]]:
 
 # -- state kept between calls ---------------------------------------------------------------
 # A variable that outlives the call (static, at namespace scope, on the device) lets the
-# extension count its calls and answer differently to the check and to the run that counts.
-# Numbers are what a counter is made of; handles, streams, events and pointers cached once
-# are what a binding legitimately keeps, and are left alone.
+# extension count its calls and answer differently to the check and to the run that counts,
+# or remember earlier inputs and their outputs. What a binding legitimately keeps is named
+# here, and nothing else may be kept: opaque handles of the CUDA libraries, streams, events
+# and graphs, locks and once-flags, standard containers and smart pointers of those (a map
+# may be keyed by a number, a device index), and pointers. Numbers, tensors, containers of
+# data and the candidate's own types are refused, whatever they are used for. A pointer can
+# still reach memory that outlives the call: what it could remember is worth nothing in a
+# timed batch, whose inputs are fresh on every call (timing/trusted_clock.py).
 
 #: The number-like types, as a declaration spells them (whitespace removed around ::, <, >).
 _NUMBER_TYPE = re.compile(
@@ -411,6 +416,15 @@ _NUMBER_TYPE = re.compile(
     r"(?:u?char|u?short|u?int|u?long|u?longlong|float|double)[1-4]|"
     r"(?:(?:::)?cuda::)?(?:(?:::)?std::)?(?:atomic(?:_ref)?<.*>|atomic_\w+)")
 _NUMBER_ARRAY = re.compile(r"(?:(?:::)?std::)?array<(.*),[^,<>]*>")
+#: The types a binding may keep from call to call, as a declaration spells them.
+_KEPT_HANDLE = re.compile(
+    r"(?:::)?(?:cuda(?:Stream|Event|Graph|GraphExec|GraphNode|MemPool)_t|cublas(?:Lt)?Handle_t|"
+    r"cublasLt(?:MatmulDesc|MatrixLayout|MatmulPreference|MatrixTransformDesc)_t|cudnn(?:Handle|\w*Descriptor)_t|"
+    r"CU(?:stream|event|graph|graphExec|module|function|context))|"
+    r"(?:(?:::)?(?:at|c10)::cuda::)?CUDA(?:Stream|Event|Graph)|"
+    r"(?:(?:::)?std::)?(?:mutex|shared_mutex|recursive_mutex|once_flag)|(?:::)?c10::once_flag")
+_KEPT_CONTAINER = re.compile(
+    r"(?:(?:::)?std::)?(vector|array|deque|list|map|unordered_map|optional|pair|tuple|unique_ptr|shared_ptr)<(.*)>")
 #: Words of a declaration that say how it is stored, not what it holds.
 _STORAGE_WORDS = frozenset((
     "static", "extern", "inline", "thread_local", "_Thread_local", "__thread", "volatile", "register", "mutable",
@@ -506,19 +520,49 @@ def _declared_variable(segment: str) -> tuple[str, int, list[str], str, str] | N
     return name, name_offset, words_before, after, rest
 
 
-def _number_like(type_text: str, after: str, rest: str) -> bool:
-    if type_text == "auto":
-        return after == "=" and bool(_NUMBER_START.match(rest))
+def _number_like(type_text: str) -> bool:
     array = _NUMBER_ARRAY.fullmatch(type_text)
     return bool(_NUMBER_TYPE.fullmatch(array.group(1) if array else type_text))
 
 
+def _template_arguments(text: str) -> list[str]:
+    """The top-level, comma-separated arguments of a template's argument list."""
+    arguments, depth, start = [], 0, 0
+    for position, character in enumerate(text):
+        depth += {"<": 1, "(": 1, ">": -1, ")": -1}.get(character, 0)
+        if character == "," and depth == 0:
+            arguments.append(text[start:position])
+            start = position + 1
+    return arguments + [text[start:]]
+
+
+def _may_keep(type_text: str, after: str = "", rest: str = "") -> bool:
+    """Whether a variable of ``type_text`` may outlive the call: a handle, a lock, or a
+    container of those (``_KEPT_HANDLE``). ``auto`` is judged by its initializer: only a
+    lambda that captures nothing holds nothing."""
+    if type_text == "auto":
+        return after == "=" and rest.lstrip().startswith("[]")
+    if _KEPT_HANDLE.fullmatch(type_text):
+        return True
+    container = _KEPT_CONTAINER.fullmatch(type_text)
+    if not container:
+        return False
+    kind, arguments = container.group(1), _template_arguments(container.group(2))
+    if kind in ("map", "unordered_map"):
+        key, values = arguments[0], arguments[1:2]
+        return (_number_like(key) or key in ("std::string", "::std::string") or _may_keep(key)) and all(
+            _may_keep(value) for value in values)
+    if kind == "array":
+        return _may_keep(arguments[0])
+    return all(_may_keep(argument) for argument in arguments)
+
+
 def _kept_state(code: str, scope_known: bool = True) -> list[tuple[int, str]]:
     """(offset, what it is) of each variable of ``code`` (comments and literals blanked)
-    that keeps a value from one call to the next: a number declared static or thread_local,
-    or at namespace scope (when ``scope_known``: the text is a whole file), and any device
-    variable (__device__, __managed__). Constants, __constant__ and __shared__ memory are
-    none."""
+    that keeps a value from one call to the next: a variable declared static or thread_local,
+    or at namespace scope (when ``scope_known``: the text is a whole file), of a type a binding
+    may not keep (``_may_keep``), and any device variable (__device__, __managed__). Constants,
+    pointers, __constant__ and __shared__ memory are none."""
     structure = re.sub(r"(?m)^[ \t]*#.*$", lambda match: " " * len(match.group(0)), code)
     found: list[tuple[int, str]] = []
     namespaces: list[bool] = []  # per open brace: whether it opens a namespace or extern "C" block
@@ -542,7 +586,7 @@ def _kept_state(code: str, scope_known: bool = True) -> list[tuple[int, str]]:
             elif device:
                 described = f"a device variable ({' '.join(device)})"
             elif ("*" not in words and "&" not in words and "&&" not in words
-                  and (kept or (scope_known and all(namespaces))) and _number_like(type_text, after, rest)):
+                  and (kept or (scope_known and all(namespaces))) and not _may_keep(type_text, after, rest)):
                 described = ("a thread_local variable" if per_thread else "a static variable" if kept else
                              "a variable at namespace scope")
             if described:
@@ -839,9 +883,11 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
                 " attribute walks, torch._C, dispatch modes and keys), which native code could only use to reach"
                 " Python; the extension must only compute.", "cpp-python-name")
 
-    # State kept between calls.
+    # State kept between calls: after whatever else its line shows, which says more (the
+    # declaration of a static that holds a torch call's result names the call first).
+    state_rule = (3, 0)
     for offset, what in _kept_state(code):
-        add(offset, 0, len(CPP_FORBIDDEN) + 4, "forbidden_construct", what + _STATE_ADVICE, "cpp-state")
+        add(offset, *state_rule, "forbidden_construct", what + _STATE_ADVICE, "cpp-state")
 
     # The same pragmas spelled as _Pragma, whose operand is a string.
     for match in re.finditer(r'\b_Pragma\s*\(\s*(?:u8|u|U|L)?"\s*(redefine_extname|weak)\b', joined):
@@ -853,7 +899,6 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
     # call whose arguments run over lines too. What the text itself shows on one of the
     # call's lines is not reported again.
     seen = {(line, phase, index) for line, phase, index, _ in found}
-    state_rule = (0, len(CPP_FORBIDDEN) + 4)
     for offset, last, expanded in _expanded_lines(code):
         lines = range(line_of(offset), line_of(last) + 1)
 

@@ -24,8 +24,10 @@
 
 namespace families {
 
+// A lock may outlive the call; data may not (the static check refuses it), so the
+// workspaces live as long as one call.
 std::mutex workspace_mutex;
-std::unordered_map<std::string, std::shared_ptr<std::vector<float>>> workspaces;
+using Workspaces = std::unordered_map<std::string, std::shared_ptr<std::vector<float>>>;
 
 std::string describe(const torch::Tensor& t) {
   std::ostringstream out;
@@ -40,7 +42,7 @@ void check_matrix(const torch::Tensor& t, const char* name) {
   TORCH_INTERNAL_ASSERT(t.numel() == t.size(0) * t.size(1));
 }
 
-std::shared_ptr<std::vector<float>> workspace(int64_t size) {
+std::shared_ptr<std::vector<float>> workspace(Workspaces& workspaces, int64_t size) {
   const std::lock_guard<std::mutex> lock(workspace_mutex);
   std::shared_ptr<std::vector<float>>& slot = workspaces[std::to_string(size)];
   if (!slot) slot = std::make_shared<std::vector<float>>(static_cast<std::size_t>(size));
@@ -74,7 +76,8 @@ torch::Tensor matmul(const torch::Tensor& a_in, const torch::Tensor& b_in, std::
   TORCH_CHECK(factor.item<float>() == static_cast<float>(scale) && one.item<float>() - zero.item<float>() == 1.f);
 
   // A row buffer from a standard container, seen as a tensor.
-  const std::shared_ptr<std::vector<float>> buffer = workspace(k);
+  Workspaces workspaces;
+  const std::shared_ptr<std::vector<float>> buffer = workspace(workspaces, k);
   torch::Tensor row = torch::from_blob(buffer->data(), {k}, torch::TensorOptions().dtype(torch::kFloat32));
   const int64_t block = tile.empty() ? parse_tile("16") : std::max<int64_t>(1, tile.front());
 
