@@ -152,3 +152,21 @@ def get_init_inputs():
     exec(compile(source, "recurrent_task.py", "exec"), module.__dict__)
     assert run(module)["kept_state"] == {"hidden": {"shape": [16, 8], "dtype": "torch.float32"}}
     assert run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["kept_state"] == {}
+
+
+def test_a_normalizing_task_gets_a_flat_set_and_an_elementwise_one_does_not():
+    layer_norm = task("torch.nn.functional.layer_norm(x, x.shape[1:])", "[torch.rand(8, 4, 16)]")
+    report = run(layer_norm)
+    assert report["normalizations"] == ["native_layer_norm"]
+    assert report["stress"][-1] == {"kind": models.FLAT}
+    assert run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["normalizations"] == []
+    assert {"kind": models.FLAT} not in run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["stress"]
+
+
+def test_a_flat_set_leaves_a_reference_that_divides_by_the_deviation_out_of_its_domain():
+    # Without an epsilon the reference itself divides by zero on a constant slice: the flat
+    # set is not in its domain, and the task keeps its other sets.
+    report = run(task("(x - x.mean(1, keepdim=True)) / x.std(1, keepdim=True)", "[torch.rand(8, 64)]"))
+    assert report["normalizations"] and {"kind": models.FLAT} not in report["stress"]
+    flat = next(entry for entry in report["tried"] if entry["distribution"] == {"kind": models.FLAT})
+    assert not flat["in_domain"] and "not finite" in flat["why"]

@@ -3,6 +3,8 @@
 reproducibly and at its own scale; stress distributions of the inputs, reproducible and
 what their names say."""
 
+import math
+
 import pytest
 import torch
 import torch.nn as nn
@@ -392,3 +394,40 @@ def test_the_reference_module_keeps_only_what_builds_inputs(tmp_path):
     assert torch.equal(before[0], after[0]) and all(torch.equal(a, b) for a, b in zip(before[1], after[1]))
     assert before[2] == after[2] and models.init_inputs(module, 17, "cpu") == init
     assert models.fingerprint(before[:1]) == models.fingerprint(after[:1])
+
+
+def test_a_flat_set_is_the_task_s_own_inputs_with_a_sample_and_a_channel_of_zeros():
+    own = models.generate_inputs(Task, 5, 1.0, "cpu")
+    flat = models.generate_inputs(Task, 5, 1.0, "cpu", {"kind": models.FLAT})
+    assert torch.equal(flat[0], models.generate_inputs(Task, 5, 1.0, "cpu", {"kind": models.FLAT})[0])
+    assert torch.equal(flat[1], own[1]) and flat[2] == own[2], "integers and numbers as in the task's own set"
+    value = flat[0]
+    zero_samples = [i for i in range(value.shape[0]) if bool((value[i] == 0).all())]
+    zero_channels = [j for j in range(value.shape[1]) if bool((value[:, j] == 0).all())]
+    assert len(zero_samples) == 1 and len(zero_channels) == 1 and float(own[0].min()) > 0
+    changed = value != own[0]
+    changed[zero_samples[0]] = False
+    changed[:, zero_channels[0]] = False
+    assert not bool(changed.any()), "the rest is the task's own draw"
+    places = {tuple((models.generate_inputs(Task, seed, 1.0, "cpu", {"kind": models.FLAT})[0] == 0)
+                    .all(dim=1).nonzero().reshape(-1).tolist()) for seed in range(6, 12)}
+    assert len(places) > 1, "the zero sample is drawn per seed"
+    assert models.describe_distribution({"kind": models.FLAT}).startswith("the task's own inputs")
+
+
+def test_a_flat_set_exposes_layer_and_rms_norms_without_their_epsilon():
+    x = models.flat_inputs(torch.rand(4, 8, 32), 3, 0)
+
+    def without_epsilon(v):
+        mean = v.mean(dim=(1, 2), keepdim=True)
+        variance = (v * v).mean(dim=(1, 2), keepdim=True) - mean * mean
+        return (v - mean) / variance.sqrt()
+
+    def rms_norm_without_epsilon(v):
+        return v / v.square().mean(dim=1, keepdim=True).sqrt()
+
+    assert torch.isfinite(torch.nn.functional.layer_norm(x, x.shape[1:])).all()
+    assert torch.isfinite(x / (x.square().mean(dim=1, keepdim=True) + 1e-5).sqrt()).all()
+    assert not torch.isfinite(without_epsilon(x)).all()
+    assert not torch.isfinite(rms_norm_without_epsilon(x)).all()
+    assert torch.isfinite(without_epsilon(torch.rand(4, 8, 32))).all(), "the task's own inputs do not show it"

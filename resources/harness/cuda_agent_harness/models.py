@@ -302,6 +302,15 @@ SPARSE_MARGIN = 8
 SPARSE_STRIDE = 8
 
 
+#: A set that is the task's own inputs with whole slices of each floating-point input of two
+#: or more dimensions made zero (``flat_inputs``): {"kind": FLAT}. A normalization whose
+#: statistics run over such a slice sees a variance and a mean square of zero there, where
+#: the reference's epsilon keeps the output finite (it is the bias) and a kernel that leaves
+#: the epsilon out divides zero by zero. The audit adds it to tasks whose
+#: reference normalizes (``verify.audit.NORMALIZATIONS``).
+FLAT = "flat"
+
+
 def check_distribution(spec) -> dict | None:
     """``spec`` as a distribution ({"kind": one of STRESS_KINDS, "positive": bool},
     {"kind": NEAR_REPEAT, "base": [seed, scale, distribution]} or {"kind": SPARSE, "stress":
@@ -323,9 +332,11 @@ def check_distribution(spec) -> dict | None:
             raise DistributionError(f"a sparse set takes its elements from a distribution of {', '.join(STRESS_KINDS)},"
                                     f" not {stress!r}")
         return {"kind": SPARSE, "stress": check_distribution(stress)}
+    if isinstance(spec, dict) and spec.get("kind") == FLAT:
+        return {"kind": FLAT}
     if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
         raise DistributionError(f"unknown input distribution {spec!r}; expected one of"
-                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT))}")
+                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT, FLAT))}")
     return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
 
 
@@ -335,6 +346,8 @@ def describe_distribution(spec: dict | None) -> str:
     if spec["kind"] == NEAR_REPEAT:
         return (f"a near repeat: another set's inputs with one element in {NEAR_REPEAT_ELEMENTS} moved and as many"
                 " consecutive ones copied")
+    if spec["kind"] == FLAT:
+        return "the task's own inputs with a sample and a channel of zeros"
     if spec["kind"] == SPARSE:
         return (f"the task's own inputs with {'one element' if SPARSE_ELEMENTS == 1 else f'{SPARSE_ELEMENTS} elements'}"
                 f" of each floating-point input taken from {describe_distribution(spec['stress'])}")
@@ -461,6 +474,8 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
             if value.dtype.is_floating_point:
                 if distribution is not None and distribution["kind"] == SPARSE:
                     value = sparse_inputs(value, distribution["stress"], seed, position)
+                elif distribution is not None and distribution["kind"] == FLAT:
+                    value = flat_inputs(value, seed, position)
                 elif distribution is not None:
                     value = reshape_distribution(value, distribution, seed, position)
                 if scale != 1.0:
@@ -472,6 +487,23 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
             # are sizes and counts).
             value = value * scalar_factor(seed, position)
         result.append(value)
+    return result
+
+
+def flat_inputs(value: torch.Tensor, seed: int, position: int) -> torch.Tensor:
+    """The floating-point input ``value`` (the task's own draw) with one index along its
+    first dimension (a sample) and one along its second (a channel or a feature, in every
+    sample) made zero, at indices drawn from the set's seed and the input's position: a
+    layer, group, instance or RMS norm over the sample, and a batch norm over the channel,
+    divide by their epsilon alone there, in the reference as in a correct kernel (whose
+    statistics of zeros are exact). Inputs of fewer than two dimensions stay as they are."""
+    if value.dim() < 2 or value.numel() == 0:
+        return value
+    generator = _generator(value.device, _derived_seed("flat", seed, position))
+    sample, channel = (int(_uniform01((), generator, value.device) * extent) for extent in value.shape[:2])
+    result = value.clone(memory_format=torch.contiguous_format)
+    result[sample] = 0.0
+    result[:, channel] = 0.0
     return result
 
 

@@ -28,7 +28,8 @@ there): a kernel that tests a sample of its inputs and takes a shortcut when the
 it passes the task's own sets (where the shortcut is right) and the stress sets (where its
 sample sees that it would be wrong, and it computes), and fails a sparse set, whose one
 differing element its sample misses. A task where some null model passes every distribution
-is unfit to be scored.
+is unfit to be scored. A task whose reference normalizes (``NORMALIZATIONS``, the operators
+it runs) gets a flat set too (``models.FLAT``: constant slices, whose variance is zero).
 
 The audit also records the state the reference keeps from call to call on its own (tensors
 it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
@@ -45,6 +46,7 @@ from ..checks import compare
 from .. import models
 from ..checks.compare import Failure
 from ..checks.steadiness import KeptStateLog
+from . import operators
 from .reference import Expected, describe_set, set_specs
 from ..registry import handler
 
@@ -59,6 +61,14 @@ PROBES = 2
 #: (probability f at most, none for a prefix or a strided sample: models.SPARSE_MARGIN): two
 #: sets leave it f squared (one in 4096 for every 64th element drawn at random).
 SPARSE_SETS = 2
+#: aten operators (overload packets) that normalize: a task whose reference runs one gets a
+#: flat set (``models.FLAT``), where a normalization without its epsilon divides by zero.
+NORMALIZATIONS = frozenset({
+    "native_layer_norm", "layer_norm", "native_group_norm", "group_norm", "native_batch_norm", "batch_norm",
+    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
+    "cudnn_batch_norm", "miopen_batch_norm", "instance_norm", "rms_norm", "_fused_rms_norm", "var", "std",
+    "var_mean", "std_mean",
+})
 
 
 def _mean(tensor: torch.Tensor) -> float:
@@ -189,6 +199,8 @@ class Auditor:
 
 def _probe_key(distribution: dict) -> tuple:
     """What a probe's seeds are derived from (a stress distribution's as before sparse sets)."""
+    if distribution["kind"] == models.FLAT:
+        return (models.FLAT,)
     if distribution["kind"] == models.SPARSE:
         return (models.SPARSE, *_probe_key(distribution["stress"]))
     return distribution["kind"], distribution["positive"]
@@ -225,10 +237,18 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         tried.append(sparse)
         if sparse["in_domain"]:
             chosen.extend([sparse["distribution"]] * SPARSE_SETS)
+    # A slice of constant inputs has no variance: a normalization needs its epsilon there.
+    normalizations = sorted(operators.recorded(module, device) & NORMALIZATIONS)
+    if not remaining and normalizations:
+        flat = auditor.probe({"kind": models.FLAT}, [])
+        tried.append(flat)
+        if flat["in_domain"]:
+            chosen.append(flat["distribution"])
     report = {"degenerate": bool(passing), "passing": passing, "null_models": own, "stress": chosen,
               "tried": tried, "unfit": bool(remaining), "still_passing": remaining,
               "outputs": auditor.nulls.first.description if auditor.nulls else None,
-              "input_sets": len(args["seeds"]), "kept_state": auditor.kept_state.kept}
+              "input_sets": len(args["seeds"]), "kept_state": auditor.kept_state.kept,
+              "normalizations": normalizations}
     if remaining:
         report["message"] = (
             f"this task cannot tell a real implementation from a null one: the {', '.join(remaining)} null"

@@ -91,6 +91,17 @@ def _run_recorded(module, device: str) -> set[str]:
     return recorder.operators
 
 
+def recorded(module, device: str) -> set[str]:
+    """The aten packets the reference runs: on the meta device, else on ``device``; empty
+    if it runs on neither."""
+    for where in ("meta", device):
+        try:
+            return _run_recorded(module, where)
+        except Exception:  # noqa: BLE001 - the next place is tried; nothing recorded is the answer
+            continue
+    return set()
+
+
 def _names_in_source(source: str) -> set[str]:
     names: set[str] = set()
     for node in ast.walk(ast.parse(source)):
