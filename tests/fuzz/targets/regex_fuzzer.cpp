@@ -9,11 +9,13 @@
 // engine and RE2 share (printable ASCII; no `\s`, `\p`, `\C`, `\Q`, nested classes, `x{,n}`,
 // counts with leading zeros or flags other than `i`; a text without newlines: the documented
 // differences cannot show) and both accept the pattern, both must find the same
-// leftmost-first match, from every start position.
+// leftmost-first match, from every start position (spread over the text where the
+// program is large: see search_budget).
 #include <cuda_agent/tools/detail/regex.hpp>
 
 #include <re2/re2.h>
 
+#include <algorithm>    // max, min
 #include <cstddef>      // size_t
 #include <cstdint>      // uint8_t
 #include <cstdio>       // fprintf
@@ -21,10 +23,14 @@
 #include <optional>     // optional
 #include <string>       // string
 #include <string_view>  // string_view
+#include <vector>       // vector
 
 namespace {
 
 namespace regex = cuda_agent::detail::regex;
+
+/// Instructions times bytes that one input's searches may cost, summed over its starts.
+constexpr std::size_t search_budget = 4'000'000;
 
 bool printable_ascii(std::string_view text) {
   for (const char c : text)
@@ -93,8 +99,22 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   } catch (const regex::SyntaxError&) {
     return 0;
   }
-  // Arbitrary bytes, invalid UTF-8 included, from every start: no crash, no hang.
-  for (std::size_t from = 0; from <= text.size(); from += 1 + text.size() / 16) (void)ours->find(text, from);
+  // A search costs up to the program's size times the text's length (a Pike VM: linear in
+  // each, and a pattern of counted repetitions compiles to up to max_program_size steps).
+  // The starts searched from are spread over the text within a budget of that cost, so that
+  // every input stays well inside libFuzzer's timeout and only a regression to
+  // backtracking (far beyond the budget) trips it.
+  const std::size_t cost = std::max<std::size_t>(1, ours->program_size()) * (text.size() + 1);
+  const std::size_t searches = std::max<std::size_t>(1, search_budget / cost);
+  const auto starts = [&](std::size_t wanted) {
+    const std::size_t count = std::min(wanted, searches);
+    std::vector<std::size_t> result;
+    for (std::size_t k = 0; k < count; ++k) result.push_back(k * (text.size() + 1) / count);
+    return result;
+  };
+
+  // Arbitrary bytes, invalid UTF-8 included: no crash, no hang.
+  for (const std::size_t from : starts(17)) (void)ours->find(text, from);
 
   if (!shared_syntax(pattern) || !printable_ascii(text)) return 0;
   RE2::Options options;
@@ -102,7 +122,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   options.set_longest_match(false);
   const RE2 reference(pattern, options);
   if (!reference.ok()) return 0;
-  for (std::size_t from = 0; from <= text.size(); ++from) {
+  for (const std::size_t from : starts(text.size() + 1)) {
     re2::StringPiece found;
     std::optional<regex::Match> expected;
     if (reference.Match(text, from, text.size(), RE2::UNANCHORED, &found, 1))
