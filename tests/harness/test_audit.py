@@ -159,6 +159,9 @@ def test_a_normalizing_task_gets_a_flat_set_and_an_elementwise_one_does_not():
     report = run(layer_norm)
     assert report["normalizations"] == ["native_layer_norm"]
     assert report["stress"][-1] == {"kind": models.FLAT}
+    rms_norm = task("x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + 1e-5)", "[torch.randn(8, 64)]")
+    report = run(rms_norm)
+    assert report["normalizations"] == ["mean", "sqrt"] and report["stress"][-1] == {"kind": models.FLAT}
     assert run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["normalizations"] == []
     assert {"kind": models.FLAT} not in run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["stress"]
 

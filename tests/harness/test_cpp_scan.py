@@ -8,7 +8,7 @@ import textwrap
 import pytest
 
 from cuda_agent_harness.verify import operators
-from cuda_agent_harness.checks.cpp_scan import _MACRO_CALL_LINES, device_ranges, scan_cpp, strip_cpp
+from cuda_agent_harness.checks.cpp_scan import _MACRO_CALL_LINES, device_ranges, host_compiled_files, scan_cpp, strip_cpp
 
 REPOSITORY = pathlib.Path(__file__).resolve().parents[2]
 PRELUDE = "#include <torch/extension.h>\n"
@@ -69,6 +69,26 @@ def test_torch_namespaces_brought_into_scope_or_renamed(line):
 def test_functions_taken_by_their_address(line):
     found = reasons(PRELUDE + "void f() {\n" + line + "\n}\n")
     assert found and found[0][:2] == ("forbidden_construct", 3), found
+
+
+@pytest.mark.parametrize("line", [
+    "  static const int slot = std::ios_base::xalloc();",
+    "  std::clog.pword(0) = new float[16];",
+    "  long calls = ++std::cerr.iword(3);",
+])
+def test_words_kept_in_the_standard_streams(line):
+    found = reasons(PRELUDE + "#include <iostream>\nvoid f() {\n" + line + "\n}\n")
+    assert found and found[0][:2] == ("forbidden_construct", 4), found
+
+
+def test_include_next_and_import_are_refused_and_what_they_name_is_host_code():
+    helper = 'inline long probe(long n) {\n  long r;\n  __asm__ volatile("syscall" : "=a"(r) : "a"(n));\n  return r;\n}\n'
+    for directive in ('#include_next "helper.h"', '#import "helper.h"', '%:include_next "helper.h"'):
+        source = PRELUDE + directive + "\n"
+        assert reasons(source, "kernels/binding.cpp")[0][:2] == ("forbidden_construct", 2), directive
+        files = {"kernels/binding.cpp": source, "kernels/helper.h": helper}
+        assert "kernels/helper.h" in host_compiled_files(files), directive
+        assert scan_cpp(helper, "kernels/helper.h", host_compiled=True), directive
 
 
 @pytest.mark.parametrize("source", [

@@ -630,6 +630,8 @@ def test_a_number_read_back_with_a_conversion_may_be_handed_to_the_extension_onl
     "return cuda_extension.scale(x, {flat[0].item(): 1}.get(0.5, 0))",
     "return cuda_extension.scale(x, flat[0].item() or 1.0)",
     "return cuda_extension.scale(x, flat[0] and 1.0)",
+    "v = int(flat[0])\nreturn cuda_extension.scale(x, sum(k for k in range(256) if v is k))",
+    "v = flat[0].item()\nreturn cuda_extension.scale(x, 1.0 if v is not 0 else 0.0)",
 ])
 def test_values_read_back_cannot_be_laundered_into_numbers(laundering):
     text = candidate(top="TABLE = (0.0, 1.0, 2.0)", init="self.ruler = torch.arange(1000)",
@@ -637,6 +639,41 @@ def test_values_read_back_cannot_be_laundered_into_numbers(laundering):
     found = first(check_model_new(text))
     assert found is not None and found[0] == "forbidden_operation", (laundering, found)
     assert found[1] in ("read-back-use", "read-back-arithmetic", "tensor-arithmetic"), found
+
+
+def test_identity_with_none_and_shapes_through_zip_and_enumerate_stay_numbers():
+    # `is None` decides nothing about data; an attribute a base class sets from a constructor
+    # argument stays a number in a list display and through enumerate(zip(...)), whichever
+    # pass of the inference meets it first.
+    text = textwrap.dedent("""\
+        import torch
+        import torch.nn as nn
+
+        import cuda_extension
+
+
+        class Base(nn.Module):
+            def __init__(self, features):
+                super().__init__()
+                self.features = features
+
+            def check(self, x, bias=None):
+                for index, (have, want) in enumerate(zip(x.shape[-1:], [self.features])):
+                    if have != want or bias is not None:
+                        raise ValueError("bad size at " + str(index))
+                for have, want in zip(x.shape[-1:], {self.features: 1}):
+                    assert have == want
+
+
+        class ModelNew(Base):
+            def __init__(self, features):
+                super(ModelNew, self).__init__(features)
+
+            def forward(self, x):
+                self.check(x)
+                return cuda_extension.scale(x, 2.0)
+        """)
+    assert check_model_new(text) == []
 
 
 def test_values_read_back_may_be_named_printed_and_handed_to_the_extension():

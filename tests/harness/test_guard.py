@@ -55,6 +55,8 @@ FORBIDDEN = {
     # conversions that compute: truncation, comparison with zero, the real part
     "float to int64 (trunc)": (lambda x: x.to(torch.int64), "aten._to_copy"),
     "float to bool (x != 0)": (lambda x: x.bool(), "aten._to_copy"),
+    "float bits to bool (x != 0)": (lambda x: x.view(torch.int32).to(torch.bool), "aten._to_copy"),
+    "int to bool (x != 0)": (lambda x: torch.ones(4, 6, dtype=torch.int64).bool(), "aten._to_copy"),
     "copy_ of floats into ints": (lambda x: torch.empty(4, 6, dtype=torch.int32).copy_(x), "aten.copy_"),
     "complex to real": (lambda x: torch.empty(4, 6).copy_(COMPLEX), "aten.copy_"),
 }

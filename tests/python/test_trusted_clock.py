@@ -350,6 +350,41 @@ def test_a_runner_that_does_not_serve_allocations_runs_no_dispatch_mode_and_copi
     owned.close()
 
 
+def test_an_output_made_after_more_scratch_buffers_than_the_region_holds_is_copied_beside_the_others():
+    # Scratch buffers of an output's size fill the region; the output torch then allocates
+    # elsewhere is copied over scratch the call left there, never over another output.
+    device = devices.make_device(torch, "cpu")
+    shape = (8, 16)
+    specs = [_spec(shape), _spec(shape, index=1)]
+    layout = trusted_clock.Layout.plan(random.Random(3), 2, [_spec(shape)], 2 * _spec(shape)["nbytes"])
+    owned = arena.Arena.create(torch, "cpu", layout.size)
+
+    def function(x):
+        scratch = [torch.empty(shape) for _ in range(trusted_clock.OUTPUT_ROOM * 2)]
+        for buffer in scratch:
+            buffer.fill_(-7.0)
+        first = torch.empty(shape)
+        first.copy_(x)
+        second = torch.empty(shape)
+        second.copy_(x)
+        return first, second
+
+    runner = trusted_clock.TrustedBatchRunner(torch, device, function, owned, layout, [torch.zeros(shape)],
+                                              {_spec(shape)["nbytes"]})
+    for call in range(layout.calls):
+        owned.view(layout.inputs[call][0]["offset"], shape, torch.float32).fill_(call + 1)
+    answer = runner.run()
+    for call, leaves in enumerate(answer["outputs"]):
+        start, end = layout.outputs[call]
+        spans = sorted((leaf["offset"], leaf["offset"] + specs[0]["nbytes"]) for leaf in leaves)
+        assert all(start <= low and high <= end for low, high in spans)
+        assert spans[0][1] <= spans[1][0], "the two outputs lie apart"
+        for leaf in leaves:
+            assert bool((owned.view(leaf["offset"], shape, torch.float32) == call + 1).all())
+    assert answer["copied_bytes"] == 2 * 2 * _spec(shape)["nbytes"]
+    owned.close()
+
+
 def test_a_shortfall_that_copies_of_the_outputs_explain_leaves_the_speed_unproven_and_no_more():
     clock = _clock()
     clock.mode = "graph"

@@ -503,6 +503,30 @@ inline constexpr std::string_view dispatcher[] = {
     "c10::BoxedKernel*",
     "torch::autograd::Node*",
     "torch::autograd::impl::*"};
+/// State the C and C++ libraries keep for the process, which a call can leave for the next
+/// one without a variable of its own: the C generators' sequences, the words of the
+/// standard streams, the global locale.
+inline constexpr std::string_view library_state[] = {"rand",
+                                                     "srand",
+                                                     "random",
+                                                     "srandom",
+                                                     "initstate",
+                                                     "setstate",
+                                                     "drand48",
+                                                     "erand48",
+                                                     "lrand48",
+                                                     "nrand48",
+                                                     "mrand48",
+                                                     "jrand48",
+                                                     "srand48",
+                                                     "seed48",
+                                                     "lcong48",
+                                                     "setlocale",
+                                                     "uselocale",
+                                                     "std::ios_base::xalloc*",
+                                                     "std::ios_base::_M_grow_words*",
+                                                     "std::ios_base::register_callback*",
+                                                     "std::locale::global*"};
 inline constexpr std::string_view global_settings[] = {"at::globalContext*",
                                                        "at::Context::*",
                                                        "c10::SetAllocator*",
@@ -711,8 +735,6 @@ inline constexpr std::string_view c_library[] = {"__errno_location",
                                                  "qsort",
                                                  "qsort_r",
                                                  "bsearch",
-                                                 "rand",
-                                                 "srand",
                                                  "rand_r",
                                                  "__ctype_b_loc",
                                                  "__ctype_tolower_loc",
@@ -1000,8 +1022,8 @@ inline constexpr std::string_view cuda_context[] = {"c10::cuda::*",
 [[nodiscard]] inline bool compute_or_kernel_namespace(std::string_view name);
 
 /// Refused families, checked before the allowed ones.
-inline const std::array<SymbolFamily, 13>& refused_families() {
-  static const std::array<SymbolFamily, 13> families{{
+inline const std::array<SymbolFamily, 14>& refused_families() {
+  static const std::array<SymbolFamily, 14> families{{
       {"threads and sleeping", "starts, schedules or waits on threads, or sleeps",
        "compute in the calling thread (or in GPU kernels on the current stream); forward must finish all its work "
        "before it returns",
@@ -1035,6 +1057,10 @@ inline const std::array<SymbolFamily, 13>& refused_families() {
       {"torch's global settings",
        "changes process-wide torch settings (backends, precision, allocator, seeds, threads)",
        "leave torch's settings as they are", global_settings},
+      {"state kept in the C and C++ libraries",
+       "keeps state for the process in the libraries (the C random generators, the words of the standard streams, "
+       "the global locale), which carries from one call to the next",
+       "a kernel's result depends only on its inputs: take what it needs as arguments", library_state},
       {"Python code and the interpreter",
        "runs Python code, imports modules, or reaches the interpreter's frames and state",
        "the extension only computes: do the work in C++ or CUDA", python_code},

@@ -105,6 +105,12 @@ CPP_FORBIDDEN = [
                 r")\s*>"),
      "forbidden_construct", "includes a header for threads, processes, dynamic loading, tracing, system calls, files"
                             " or an embedded interpreter"),
+    (re.compile(r"(?m)^[ \t]*(?:#|%:)[ \t]*(include_next|import)\b"), "forbidden_construct",
+     "includes a file past the rules of #include (the rest of the search path, or once only); include headers"
+     " with #include"),
+    (re.compile(r"(?<![\w$])(pword|iword|xalloc)\s*\("), "forbidden_construct",
+     "keeps words in a standard stream's storage, which outlives the call (the link check cannot see it: its"
+     " first words need no call into the library); a kernel's result must depend only on its inputs"),
     (re.compile(r"/proc/"), "forbidden_construct", "reads or writes /proc"),
     (re.compile(r"\b(SYS_\w+|__NR_\w+)\b"), "forbidden_construct", "names a raw system call"),
     (re.compile(r"\b(Py[A-Z][A-Za-z]*_\w+|Py_(?!ssize_t\b|hash_t\b|buffer\b)\w+|_Py\w+)\b"), "forbidden_construct",
@@ -232,7 +238,7 @@ def _blank_cpp(text: str, literals: list[tuple[int, int]] | None = None) -> str:
 
     def in_include(at: int) -> bool:
         line_start = text.rfind("\n", 0, at) + 1
-        return re.fullmatch(r"\s*(?:#|%:)\s*include\s*", "".join(out[line_start:at])) is not None
+        return re.fullmatch(r"\s*(?:#|%:)\s*(?:include(?:_next)?|import)\s*", "".join(out[line_start:at])) is not None
 
     while i < n:
         c = text[i]
@@ -788,7 +794,7 @@ def host_compiled_files(files: dict[str, str]) -> set[str]:
     while pending:
         current = pending.pop()
         code = strip_cpp(files[current])
-        for directive in re.finditer(r"^[ \t]*#[ \t]*include\b(.*)$", code, re.M):
+        for directive in re.finditer(r"^[ \t]*(?:#|%:)[ \t]*(?:include(?:_next)?|import)\b(.*)$", code, re.M):
             quoted = re.match(r'\s*"([^"]+)"', directive.group(1))
             if not quoted:
                 if not re.match(r"\s*<", directive.group(1)):

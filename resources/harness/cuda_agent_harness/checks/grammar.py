@@ -440,6 +440,11 @@ FORWARD = "forward"        # code that runs while forward runs (or that the gram
 BUILDING = "building"      # code that runs only while ModelNew is built, or at import
 
 
+def _structure_atoms(structure: list) -> set[str]:
+    """Every atom of a per-position structure (sets of atoms, or nested structures)."""
+    return set().union(*(_structure_atoms(part) if isinstance(part, list) else part for part in structure))
+
+
 def _is_dunder(name: str) -> bool:
     return len(name) > 4 and name.startswith("__") and name.endswith("__")
 
@@ -1075,7 +1080,11 @@ class _Grammar:
                 if isinstance(element, ast.Starred):
                     self.assign(element.value, {CONTAINER}, None)
                 elif structure is not None and len(structure) == len(target.elts):
-                    self.assign(element, structure[index], None)
+                    part = structure[index]
+                    if isinstance(part, list):  # a nested position: for i, (a, b) in enumerate(zip(...))
+                        self.assign(element, _structure_atoms(part), part)
+                    else:
+                        self.assign(element, part, None)
                 else:
                     self.assign(element, self.element(atoms), None)
         elif isinstance(target, ast.Attribute):
@@ -1349,7 +1358,11 @@ class _Grammar:
             return {REPORTED}
         if isinstance(node, (ast.List, ast.Set)):
             # A list can change after the inference saw it: one of numbers while it keeps only
-            # numbers (an empty one is an ordinary container: it is there to be filled).
+            # numbers (an empty one is an ordinary container: it is there to be filled). While
+            # settling, elements not known yet decide nothing: an attribute read before the
+            # pass that assigns it holds nothing yet, not something unknown.
+            if node.elts and not atoms and not self.report:
+                return set()
             if node.elts and self.provable(atoms):
                 return self.numbers()
             self.escape_numbers(atoms)
@@ -1369,6 +1382,8 @@ class _Grammar:
             atoms |= self.value(item)
         if self.stores_read_back(node, atoms):
             return {REPORTED}
+        if node.keys and not atoms and not self.report:
+            return set()
         if node.keys and None not in node.keys and self.provable(atoms):
             return self.numbers()
         self.escape_numbers(atoms)
@@ -1478,7 +1493,12 @@ class _Grammar:
         for index, operator in enumerate(node.ops):
             left, right = operands[index], operands[index + 1]
             if isinstance(operator, (ast.Is, ast.IsNot)):
-                continue
+                # Identity decides nothing about a value but against None: `v is k` over the
+                # small integers Python keeps once is an equality test on data read back.
+                sides = (node.left if index == 0 else node.comparators[index - 1], node.comparators[index])
+                if READ_BACK not in left | right or any(
+                        isinstance(side, ast.Constant) and side.value is None for side in sides):
+                    continue
             if isinstance(operator, (ast.In, ast.NotIn)):
                 if self.provable(left) and right <= (PROVABLE | {CONTAINER, REPORTED}):
                     continue
@@ -1589,10 +1609,10 @@ class _Grammar:
                     self.tensor_truth(node, _shown(node), "counts a loop with")
                 return {NUMBER}, None
             if name == "enumerate" and node.args:
-                inner = self.element(self.value(node.args[0]))
+                inner, inner_structure = self.iteration(node.args[0])  # enumerate(zip(...)) keeps zip's
                 for argument in node.args[1:]:
                     self.value(argument)
-                return {NUMBER} | inner, [{NUMBER}, inner]
+                return {NUMBER} | inner, [{NUMBER}, inner_structure if inner_structure is not None else inner]
             if name == "zip":
                 parts = [self.element(self.value(argument)) for argument in node.args]
                 return set().union(*parts) if parts else {UNKNOWN}, parts

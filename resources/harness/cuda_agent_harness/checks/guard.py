@@ -155,6 +155,9 @@ def _value_changing_conversion(packet: str, args, kwargs) -> str | None:
         return f"{source} values to {target} ({what})"
     if source.is_complex and not target.is_complex:
         return f"{source} values to {target} (the imaginary part is dropped)"
+    if target == torch.bool and source != torch.bool:
+        # Integers to booleans compare with zero too, also the bits of floats seen as integers.
+        return f"{source} values to {target} (a comparison with zero)"
     return None
 
 

@@ -213,6 +213,18 @@ class Layout:
 # The candidate's side
 
 
+def _free_slot(region, occupied: list[tuple[int, int]], nbytes: int) -> int | None:
+    """The first aligned offset of ``region`` (start, end) where ``nbytes`` overlap none of
+    the ``occupied`` (offset, bytes) spans, or None."""
+    start, end = int(region[0]), int(region[1])
+    offset = align(start)
+    for taken, size in sorted(span for span in occupied if span[0] < end and span[0] + span[1] > start):
+        if offset + nbytes <= taken:
+            break
+        offset = max(offset, align(taken + size))
+    return offset if offset + nbytes <= end else None
+
+
 class ArenaAllocations:
     """While a call of a trusted batch runs: tensor allocations on the arena's device that
     are as large as one of the call's outputs are served from the call's output region,
@@ -410,17 +422,27 @@ class TrustedBatchRunner:
             outputs = self.function(*self.inputs[index])
         described = []
         base = self.arena.bytes.data_ptr()
-        for leaf in tensor_leaves(outputs, torch):
+        leaves = tensor_leaves(outputs, torch)
+        for leaf in leaves:
             if not isinstance(leaf, torch.Tensor):
                 raise TrustedClockError("output_type", "a trusted batch's output is not a tensor")
+        in_arena = [(leaf.data_ptr() - base, storage_span(leaf.shape, leaf.stride(), leaf.element_size()))
+                    for leaf in leaves if leaf.device == self.arena.bytes.device]
+        for leaf in leaves:
             offset = leaf.data_ptr() - base
             span = storage_span(leaf.shape, leaf.stride(), leaf.element_size())
             if leaf.device != self.arena.bytes.device or offset < 0 or offset + span > self.arena.size:
-                # Not in the arena (a persistent buffer, say): copied into the call's region,
-                # at the cost of the copy.
-                slot = self.allocations.take(leaf.numel() * leaf.element_size())
+                # Not in the arena (a persistent buffer, or the last of more scratch buffers
+                # of an output's size than the region holds): copied into the call's region,
+                # at the cost of the copy, where no output of the call lies (scratch the call
+                # left there is dead to the trusted side: the next batch poisons it).
+                nbytes = leaf.numel() * leaf.element_size()
+                slot = self.allocations.take(nbytes)
+                if slot is None:
+                    slot = _free_slot(self.layout.outputs[index], in_arena, nbytes)
                 if slot is None:
                     raise TrustedClockError("harness_error", "a trusted batch's output region is too small")
+                in_arena.append((slot, nbytes))
                 target = self.arena.view(slot, list(leaf.shape), leaf.dtype)
                 target.copy_(leaf)
                 self.allocations.copied_bytes += leaf.numel() * leaf.element_size()

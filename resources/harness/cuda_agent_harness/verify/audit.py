@@ -29,7 +29,8 @@ it passes the task's own sets (where the shortcut is right) and the stress sets 
 sample sees that it would be wrong, and it computes), and fails a sparse set, whose one
 differing element its sample misses. A task where some null model passes every distribution
 is unfit to be scored. A task whose reference normalizes (``NORMALIZATIONS``, the operators
-it runs) gets a flat set too (``models.FLAT``: constant slices, whose variance is zero).
+it runs, or a root of a reduction: ``ROOTS``, ``REDUCTIONS``) gets a flat set too
+(``models.FLAT``: slices of zeros, whose variance and mean square are zero).
 
 The audit also records the state the reference keeps from call to call on its own (tensors
 it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
@@ -69,6 +70,10 @@ NORMALIZATIONS = frozenset({
     "cudnn_batch_norm", "miopen_batch_norm", "instance_norm", "rms_norm", "_fused_rms_norm", "var", "std",
     "var_mean", "std_mean",
 })
+#: A root of a reduction is a normalization written out (an RMS norm as
+#: ``x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps)``).
+ROOTS = frozenset({"sqrt", "rsqrt"})
+REDUCTIONS = frozenset({"mean", "sum", "norm", "linalg_vector_norm", "var", "std"})
 
 
 def _mean(tensor: torch.Tensor) -> float:
@@ -238,7 +243,9 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         if sparse["in_domain"]:
             chosen.extend([sparse["distribution"]] * SPARSE_SETS)
     # A slice of constant inputs has no variance: a normalization needs its epsilon there.
-    normalizations = sorted(operators.recorded(module, device) & NORMALIZATIONS)
+    run = operators.recorded(module, device)
+    normalizations = sorted(run & NORMALIZATIONS or (run & (ROOTS | REDUCTIONS) if run & ROOTS and run & REDUCTIONS
+                                                     else set()))
     if not remaining and normalizations:
         flat = auditor.probe({"kind": models.FLAT}, [])
         tried.append(flat)
