@@ -81,6 +81,32 @@ def test_words_kept_in_the_standard_streams(line):
     assert found and found[0][:2] == ("forbidden_construct", 4), found
 
 
+@pytest.mark.parametrize("header", ["ATen/native/Math.h", "ATen/native/cuda/block_reduce.cuh", "ATen/cpu/vec/vec.h",
+                                    "ATen/ops/relu.h", "ATen/CPUFunctions.h", "ATen/CUDAFunctions.h",
+                                    "ATen/cuda/cub.cuh", "ATen/TensorIterator.h"])
+def test_torch_s_headers_of_computation_are_refused(header):
+    found = reasons(PRELUDE + f"#include <{header}>\n")
+    assert found and found[0][:2] == ("forbidden_construct", 2), found
+
+
+@pytest.mark.parametrize("header", ["ATen/cuda/CUDAContext.h", "c10/cuda/CUDAGuard.h", "ATen/cudnn/Handle.h",
+                                    "c10/cuda/CUDAStream.h", "ATen/cuda/CUDAGraph.h"])
+def test_torch_s_headers_of_streams_guards_and_handles_are_allowed(header):
+    assert reasons(PRELUDE + f"#include <{header}>\n") == []
+
+
+def test_macros_a_header_defines_are_expanded_in_the_files_that_use_them():
+    from cuda_agent_harness.checks import scan
+    header = "#pragma once\n#define Q(x) x\n#define SCOPE(a, b) a::b\n"
+    binding = PRELUDE + ('#include "quote.h"\nvoid f(const torch::Tensor& x) {\n'
+                         "  auto y = Q(py)::Q(cast)(1);\n  auto z = SCOPE(at, cpu)::relu(x);\n}\n")
+    files = {"kernels/quote.h": header, "kernels/binding.cpp": binding, "model_new.py": ""}
+    found = [f for f in scan.scan({"files": files, "policy": {}}, None)["findings"] if f["file"] == "kernels/binding.cpp"]
+    assert {(f["line"], f["rule"]) for f in found} >= {(4, "cpp-macro"), (5, "cpp-macro")}, found
+    assert all("candidate's macros" in f["message"] for f in found if f["rule"] == "cpp-macro")
+    assert scan_cpp(binding, "kernels/binding.cpp") == [], "one file alone shows nothing"
+
+
 def test_include_next_and_import_are_refused_and_what_they_name_is_host_code():
     helper = 'inline long probe(long n) {\n  long r;\n  __asm__ volatile("syscall" : "=a"(r) : "a"(n));\n  return r;\n}\n'
     for directive in ('#include_next "helper.h"', '#import "helper.h"', '%:include_next "helper.h"'):
@@ -424,7 +450,7 @@ def test_a_macro_call_over_lines_is_read_as_one_line(source, reason, line):
     # Found at the line where the call begins, and only with the file's macros expanded.
     assert found and all(f["rule"] == "cpp-macro" for f in found), found
     assert found[0]["reason"] == reason and found[0]["line"] == line, found
-    assert "with this file's macros expanded" in found[0]["message"]
+    assert "with the candidate's macros expanded" in found[0]["message"]
 
 
 def test_a_name_already_on_a_line_of_the_call_is_reported_once():

@@ -74,6 +74,11 @@ _FORBIDDEN_HEADERS = (
     "sys/wait.h", "sys/prctl.h", "ucontext.h", "setjmp.h", "csetjmp", "threads.h", "elf.h", "sys/auxv.h",
 )
 _HEADER_ALTERNATIVES = "|".join(re.escape(name) for name in _FORBIDDEN_HEADERS)
+#: torch's headers of computation: its native kernels and their helpers (ATen/native/, the
+#: CUDA ones under ATen/native/cuda/ too), vectorized CPU math (ATen/cpu/), operator entry
+#: points (ATen/ops/, ATen/<Backend>Functions.h) and torch's wrappers of CUB.
+_TORCH_COMPUTE_HEADERS = (r"ATen/native/|ATen/cpu/|ATen/ops/|ATen/\w*Functions(?:_inl)?\.h|ATen/cuda/cub|"
+                          r"ATen/TensorIterator\.h|ATen/Functions\.h")
 _TORCH_NAMESPACES = r"(?:at|torch|c10|caffe2|aten)"
 _TORCH_AND_PYBIND = r"(?:at|torch|c10|caffe2|aten|py|pybind11)"
 
@@ -105,6 +110,9 @@ CPP_FORBIDDEN = [
                 r")\s*>"),
      "forbidden_construct", "includes a header for threads, processes, dynamic loading, tracing, system calls, files"
                             " or an embedded interpreter"),
+    (re.compile(r"(?m)^[ \t]*(?:#|%:)[ \t]*include\s*[<\"]\s*(" + _TORCH_COMPUTE_HEADERS + r")"), "forbidden_construct",
+     "includes torch's own computation (its kernels, vectorized math and operator entry points are inline code"
+     " there, which no symbol shows once compiled); write the computation as your own kernels"),
     (re.compile(r"(?m)^[ \t]*(?:#|%:)[ \t]*(include_next|import)\b"), "forbidden_construct",
      "includes a file past the rules of #include (the rest of the search path, or once only); include headers"
      " with #include"),
@@ -349,14 +357,20 @@ def _unclosed_macro_call(text: str, function_like: re.Pattern) -> bool:
     return False
 
 
-def _expanded_lines(code: str, passes: int = 8) -> list[tuple[int, int, str]]:
+def macro_definitions(source: str) -> dict[str, tuple[list[str] | None, str]]:
+    """The ``#define``s of a C++ or CUDA file, as ``scan_cpp``'s ``macros`` takes them."""
+    return _macro_definitions(_prepare(source)[1])
+
+
+def _expanded_lines(code: str, passes: int = 8, macros: dict | None = None) -> list[tuple[int, int, str]]:
     """(offset, offset of the last line, text) of each line of ``code`` (comments and
-    literals blanked) that uses one of the file's own macros, with those macros expanded: a
+    literals blanked) that uses one of the file's own macros or of ``macros`` (the other
+    files' of the candidate, which a header brings in), with those macros expanded: a
     rescan of the result expands what the expansion produced, up to ``passes`` times. A
     macro call whose arguments run over lines is one line from its first to the one that
     closes it (``_MACRO_CALL_LINES`` at most), as the preprocessor reads it: a name split
     between two of its arguments is then whole."""
-    macros = _macro_definitions(code)
+    macros = {**(macros or {}), **_macro_definitions(code)}
     if not macros:
         return []
     name = re.compile(r"\b(" + "|".join(re.escape(each) for each in macros) + r")\b")
@@ -809,9 +823,11 @@ def host_compiled_files(files: dict[str, str]) -> set[str]:
 
 
 def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: bool = True,
-             host_compiled: bool | None = None) -> list[dict]:
+             host_compiled: bool | None = None, macros: dict | None = None) -> list[dict]:
     """Findings in one C++ or CUDA file. ``host_compiled``: whether the host compiler sees
-    the file (``host_compiled_files``); by default, what its suffix says."""
+    the file (``host_compiled_files``); by default, what its suffix says. ``macros``: the
+    ``#define``s of the candidate's other files (``macro_definitions``), expanded here too,
+    since a header can define what this file uses."""
     joined, code, starts, literals = _prepare(source)
     if host_compiled is None:
         host_compiled = not file.endswith(_DEVICE_CAPABLE_SUFFIXES)
@@ -905,7 +921,7 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
     # call whose arguments run over lines too. What the text itself shows on one of the
     # call's lines is not reported again.
     seen = {(line, phase, index) for line, phase, index, _ in found}
-    for offset, last, expanded in _expanded_lines(code):
+    for offset, last, expanded in _expanded_lines(code, macros=macros):
         lines = range(line_of(offset), line_of(last) + 1)
 
         def report(phase: int, index: int, reason: str, message: str, rule: str) -> None:
@@ -916,16 +932,16 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
         for index, (pattern, reason, why) in enumerate(CPP_FORBIDDEN):
             match = pattern.search(expanded)
             if match:
-                report(0, index, reason, f"'{_shown(match.group(0))}' (with this file's macros expanded) {why}.",
+                report(0, index, reason, f"'{_shown(match.group(0))}' (with the candidate's macros expanded) {why}.",
                        "cpp-macro")
         names = (re.sub(r"\s+", "", match.group(0)) for match in _QUALIFIED.finditer(expanded))
         name = next((name for name in names if not _torch_name_allowed(name)), None)
         if name:
-            report(1, 0, "forbidden_operation", f"{name} (with this file's macros expanded) {_TORCH_NAME_ADVICE}",
+            report(1, 0, "forbidden_operation", f"{name} (with the candidate's macros expanded) {_TORCH_NAME_ADVICE}",
                    "cpp-macro")
         if not expanded.lstrip().startswith("#"):
             for _, what in _kept_state(expanded, scope_known=False)[:1]:
-                report(*state_rule, "forbidden_construct", what + " (with this file's macros expanded)" +
+                report(*state_rule, "forbidden_construct", what + " (with the candidate's macros expanded)" +
                        _STATE_ADVICE, "cpp-state")
     found.sort(key=lambda item: item[:3])
     return [item[3] for item in found]

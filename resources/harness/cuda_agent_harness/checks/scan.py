@@ -20,7 +20,7 @@ scan_python = check_model_new
 
 # -- C++ and CUDA sources -----------------------------------------------------------------
 # The C++ scan lives in cpp_scan.py; its names are re-exported here.
-from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, scan_cpp, strip_cpp
+from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, macro_definitions, scan_cpp, strip_cpp
 
 
 CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
@@ -36,6 +36,11 @@ def scan(args: dict, context) -> dict:
         findings.append({"reason": "interface_mismatch", "file": "model_new.py", "line": 0, "rule": "interface",
                          "message": "the candidate has no model_new.py"})
     host = host_compiled_files({path: text for path, text in files.items() if path.endswith(CPP_SUFFIXES)})
+    # Every file's macros, for every file: a header may define what another file uses.
+    macros: dict = {}
+    for path, text in sorted(files.items()):
+        if path.endswith(CPP_SUFFIXES):
+            macros.update(macro_definitions(text))
     for path, text in sorted(files.items()):
         if path == "model_new.py":
             findings += check_model_new(text, path, args.get("reference_source"))
@@ -45,7 +50,7 @@ def scan(args: dict, context) -> dict:
                                         " files are not used."})
         elif path.endswith(CPP_SUFFIXES):
             findings += scan_cpp(text, path, bool(policy.get("allow_cublas", True)), bool(policy.get("allow_cudnn", True)),
-                                 host_compiled=path in host)
+                                 host_compiled=path in host, macros=macros)
     unique, seen = [], set()
     for finding in findings:
         key = (finding["file"], finding["line"], finding["rule"], finding["reason"])
