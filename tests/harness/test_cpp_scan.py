@@ -95,6 +95,25 @@ def test_torch_s_headers_of_streams_guards_and_handles_are_allowed(header):
     assert reasons(PRELUDE + f"#include <{header}>\n") == []
 
 
+@pytest.mark.parametrize("source, line", [
+    ("using Mm = torch::Tensor(const torch::Tensor&, const torch::Tensor&);\n"
+     "void f(void* p) {\n  auto* mm = reinterpret_cast<Mm*>(p);\n}\n", 4),
+    ("typedef char* (*GetEnv)(const char*);\nvoid f(void* p) {\n  auto e = (GetEnv*)p;\n}\n", 2),  # the declarator already
+    ("typedef int Create(void*);\nvoid f(void* p) {\n  auto c = reinterpret_cast<const Create*>(p);\n}\n", 4),
+    ("void f(void* p) {\n  auto g = reinterpret_cast<int (*)(int)>(p);\n}\n", 3),
+])
+def test_a_function_made_out_of_a_pointer_is_refused(source, line):
+    found = reasons(PRELUDE + source)
+    assert found and found[0][:2] == ("forbidden_construct", line), found
+
+
+def test_function_types_that_name_callbacks_a_kernel_takes_are_no_cast():
+    source = PRELUDE + ("using Body = float(float);\ntemplate <typename F> float apply(F f, float x) { return f(x); }\n"
+                        "float twice(float x) { return 2 * x; }\nfloat g(float x) { Body* body = &twice;"
+                        " return apply(body, x); }\n")
+    assert reasons(source) == []
+
+
 def test_macros_a_header_defines_are_expanded_in_the_files_that_use_them():
     from cuda_agent_harness.checks import scan
     header = "#pragma once\n#define Q(x) x\n#define SCOPE(a, b) a::b\n"

@@ -80,6 +80,13 @@ _HEADER_ALTERNATIVES = "|".join(re.escape(name) for name in _FORBIDDEN_HEADERS)
 _TORCH_COMPUTE_HEADERS = (r"ATen/native/|ATen/cpu/|ATen/ops/|ATen/\w*Functions(?:_inl)?\.h|ATen/cuda/cub|"
                           r"ATen/TensorIterator\.h|ATen/Functions\.h")
 _TORCH_NAMESPACES = r"(?:at|torch|c10|caffe2|aten)"
+#: A function type under a name (using F = R(A...); typedef R F(A...); typedef R (*F)(A...)),
+#: and casts to a function pointer: a function made out of a pointer.
+_FUNCTION_TYPE_ALIAS = re.compile(r"\busing\s+([A-Za-z_]\w*)\s*=\s*(?!decltype\b)[^;={}]*?\(\s*(?:\*\s*)?\)?"
+                                  r"[^;={}]*\)\s*(?:noexcept\s*)?;")
+_FUNCTION_TYPEDEF = re.compile(r"\btypedef\s+[^;{}]*?(?:\(\s*\*\s*([A-Za-z_]\w*)\s*\)|\b([A-Za-z_]\w*))\s*\([^;{}]*\)"
+                               r"\s*(?:noexcept\s*)?;")
+_CAST_TO_FUNCTION_POINTER = re.compile(r"\b(?:reinterpret_cast|bit_cast)\s*<[^;<>]*\(\s*\*\s*\)\s*\(")
 _TORCH_AND_PYBIND = r"(?:at|torch|c10|caffe2|aten|py|pybind11)"
 
 #: The pybind11 names a binding needs: argument names and defaults, the GIL guards, return
@@ -904,6 +911,21 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
                 f"the string '{value}' names {internal}, one of Python's or torch's internals (modules, builtins,"
                 " attribute walks, torch._C, dispatch modes and keys), which native code could only use to reach"
                 " Python; the extension must only compute.", "cpp-python-name")
+
+    # A function made out of a pointer: what it calls is found at run time (in a library's
+    # image in memory, say), where neither the scan nor the link check sees a name.
+    aliases = [match.group(1) for match in _FUNCTION_TYPE_ALIAS.finditer(code)]
+    aliases += [match.group(1) or match.group(2) for match in _FUNCTION_TYPEDEF.finditer(code)]
+    casts = [_CAST_TO_FUNCTION_POINTER]
+    if aliases:
+        names = "|".join(re.escape(alias) for alias in sorted(set(aliases)))
+        casts.append(re.compile(r"\b(?:reinterpret_cast|bit_cast)\s*<\s*(?:const\s+)?(?:" + names + r")\b|"
+                                r"\(\s*(?:" + names + r")\s*\*\s*\)"))
+    for pattern in casts:
+        for match in pattern.finditer(code):
+            add(match.start(), 0, len(CPP_FORBIDDEN) + 6, "forbidden_construct",
+                f"'{_shown(match.group(0))}' makes a function out of a pointer: what it calls is found at run time,"
+                " past what the checks can see; call functions by their names", "cpp-construct")
 
     # State kept between calls: after whatever else its line shows, which says more (the
     # declaration of a static that holds a torch call's result names the call first).
