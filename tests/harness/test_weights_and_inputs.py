@@ -20,7 +20,8 @@ class Everything(nn.Module):
         self.layer_norm = nn.LayerNorm(16)
         self.gain = nn.Parameter(torch.ones(16))
         self.offset = nn.Parameter(torch.zeros(16))
-        self.halves = nn.Parameter(torch.full((4,), 0.5))
+        self.halves = nn.Parameter(torch.full((64,), 0.5))
+        self.tiny = nn.Parameter(torch.full((64,), 1e-5))  # LayerScale's initial gain
         self.positive = nn.Parameter(torch.rand(64) + 0.1)
         self.register_buffer("mask", torch.tril(torch.ones(6, 6)))
         self.register_buffer("positions", torch.arange(8, dtype=torch.float32))
@@ -57,14 +58,21 @@ def test_every_floating_parameter_and_persistent_buffer_changes_except_masks_and
     assert not torch.equal(model.linear.weight, before["linear.weight"])
 
 
-def test_constants_stop_being_constant_keep_their_sign_and_zeros_borrow_their_module_scale():
+def test_constants_stop_being_constant_parameters_take_both_signs_and_zeros_borrow_their_module_scale():
     model, before, _ = built()
-    for name in ("gain", "halves", "norm.weight", "norm.running_var", "layer_norm.weight", "scale"):
+    for name in ("norm.running_var", "scale"):  # buffers keep their sign and their scale
         value, level = model.state_dict()[name], float(before[name].flatten()[0])
         if value.numel() > 1:
             assert float(value.std()) > 0.05 * level, name
         assert bool(((value > 0.5 * level - 1e-6) & (value < 1.5 * level + 1e-6)).all()), name
     assert bool((model.norm.running_var > 0).all()), "a variance stays positive"
+    # Parameters: a quarter or so negative, at their own scale or their module's (one at least).
+    for name, level in (("gain", 1.0), ("halves", 1.0), ("norm.weight", 1.0), ("layer_norm.weight", 1.0),
+                        ("tiny", 1.0)):
+        value = model.state_dict()[name]
+        magnitude = value.abs()
+        assert bool(((magnitude > 0.5 * level - 1e-6) & (magnitude < 1.5 * level + 1e-6)).all()), name
+        assert bool((value < 0).any()) and float((value < 0).float().mean()) < 0.6, name
     # A zero bias of BatchNorm takes the scale of its weight (1): values up to +-0.5.
     assert 0.1 < float(model.norm.bias.abs().max()) <= 0.5
     assert float(model.offset.abs().max()) > 0.05

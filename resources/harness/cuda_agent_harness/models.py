@@ -116,6 +116,8 @@ def init_inputs(module, seed: int, device: str) -> list:
 #: factor in [0.75, 1.25] and, unless all its elements share one sign, moved by noise of a
 #: tenth of its root mean square.
 CONSTANT_SPREAD = 0.5
+#: The share of a constant parameter's elements that a perturbation makes negative.
+NEGATIVE_SHARE = 0.25
 RANDOM_FACTOR_SPREAD = 0.25
 RANDOM_NOISE_FRACTION = 0.1
 
@@ -173,10 +175,12 @@ def perturb_parameters(model: nn.Module, seed: int) -> list[str]:
     had, and returns their names.
 
     Defaults let a kernel that ignores a tensor pass: an evaluated BatchNorm with weight 1,
-    bias 0, mean 0 and variance 1 is the identity, and a parameter initialized to ones is a
-    factor a kernel can leave out. Constant tensors therefore get spread values of the same
-    sign (variances stay positive), random ones are multiplied by factors near 1 (plus
-    noise when they have both signs). Integer-valued buffers that are not constant (masks,
+    bias 0, mean 0 and variance 1 is the identity, a parameter initialized to ones is a
+    factor a kernel can leave out or take for positive, and a LayerScale of 1e-5 a branch it
+    can skip within the tolerance. Constant parameters therefore get spread values at their
+    own or their module's scale, a quarter of them negative; constant buffers spread values
+    of their own sign (variances stay positive); zeros borrow their module's scale; random
+    tensors are multiplied by factors near 1 (plus noise when they have both signs). Integer-valued buffers that are not constant (masks,
     index tables) and buffers outside the state dict (which the candidate does not receive)
     are left alone.
 
@@ -202,11 +206,19 @@ def perturb_parameters(model: nn.Module, seed: int) -> list[str]:
         work = value.detach().float()
         noise = _uniform(work, generator)
         low, high = float(work.min()), float(work.max())
+        owner = name.rsplit(".", 1)[0] + "." if "." in name else ""
+        siblings = [scale for other, scale in scales.items() if other != name and other.startswith(owner)
+                    and "." not in other[len(owner):] and scale > 0]
         if low == high == 0.0:
-            owner = name.rsplit(".", 1)[0] + "." if "." in name else ""
-            siblings = [scale for other, scale in scales.items() if other != name and other.startswith(owner)
-                        and "." not in other[len(owner):] and scale > 0]
             new = noise.mul_(CONSTANT_SPREAD * (max(siblings) if siblings else 1.0))
+        elif low == high and id(value) in parameters and value.numel() > 1:
+            # A parameter that starts constant (a gain of ones, LayerScale's 1e-5) is a weight
+            # like any other once trained: values at its own or its module's scale (one when it
+            # has no sibling), a quarter of them negative, so that a kernel that leaves it out
+            # or assumes its sign is wrong. Buffers keep their sign: variances stay positive.
+            magnitude = max(abs(low), max(siblings) if siblings else 1.0)
+            signs = torch.where(_uniform01(work.shape, generator, work.device) < NEGATIVE_SHARE, -1.0, 1.0)
+            new = noise.mul_(CONSTANT_SPREAD).add_(1).mul_(magnitude).mul_(signs)
         elif low == high:
             new = noise.mul_(CONSTANT_SPREAD).add_(1).mul_(low)
         else:
