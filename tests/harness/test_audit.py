@@ -173,3 +173,11 @@ def test_a_flat_set_leaves_a_reference_that_divides_by_the_deviation_out_of_its_
     assert report["normalizations"] and {"kind": models.FLAT} not in report["stress"]
     flat = next(entry for entry in report["tried"] if entry["distribution"] == {"kind": models.FLAT})
     assert not flat["in_domain"] and "not finite" in flat["why"]
+
+
+def test_a_task_that_only_moves_data_is_unfit_and_says_why():
+    report = run(task("torch.cat([x, x.t().contiguous()], dim=0)", "[torch.randn(32, 32)]"))
+    assert report["moves_only"] and report["unfit"]
+    assert "only moves data" in report["message"] and "cat" in report["message"]
+    computing = run(task("torch.cat([x, x.t().contiguous()], dim=0) * 2", "[torch.randn(32, 32)]"))
+    assert not computing["moves_only"] and not computing["unfit"]

@@ -28,7 +28,8 @@ there): a kernel that tests a sample of its inputs and takes a shortcut when the
 it passes the task's own sets (where the shortcut is right) and the stress sets (where its
 sample sees that it would be wrong, and it computes), and fails a sparse set, whose one
 differing element its sample misses. A task where some null model passes every distribution
-is unfit to be scored. A task whose reference normalizes (``NORMALIZATIONS``, the operators
+is unfit to be scored, and so is a task whose reference only moves data (``DATA_MOVEMENT``:
+a candidate's own copies and views match it). A task whose reference normalizes (``NORMALIZATIONS``, the operators
 it runs, or a root of a reduction: ``ROOTS``, ``REDUCTIONS``) gets a flat set too
 (``models.FLAT``: slices of zeros, whose variance and mean square are zero).
 
@@ -48,6 +49,7 @@ from .. import models
 from ..checks.compare import Failure
 from ..checks.steadiness import KeptStateLog
 from . import operators
+from ..checks import guard
 from .reference import Expected, describe_set, set_specs
 from ..registry import handler
 
@@ -69,6 +71,13 @@ NORMALIZATIONS = frozenset({
     "_native_batch_norm_legit", "_native_batch_norm_legit_no_training", "_native_batch_norm_legit_functional",
     "cudnn_batch_norm", "miopen_batch_norm", "instance_norm", "rms_norm", "_fused_rms_norm", "var", "std",
     "var_mean", "std_mean",
+})
+#: aten operators (overload packets) that only move data: what the forward guard lets a
+#: candidate's forward run (creation, copies, views), and the joins, repeats and flips that
+#: copies into views of one output make.
+DATA_MOVEMENT = guard.ALLOWED_ATEN | frozenset({
+    "cat", "stack", "hstack", "vstack", "dstack", "column_stack", "repeat", "tile", "flip", "roll", "constant_pad_nd",
+    "expand_copy", "permute_copy", "transpose_copy", "t_copy", "view_copy", "slice_copy", "select_copy",
 })
 #: A root of a reduction is a normalization written out (an RMS norm as
 #: ``x / torch.sqrt(torch.mean(x ** 2, dim=1, keepdim=True) + eps)``).
@@ -251,11 +260,18 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         tried.append(flat)
         if flat["in_domain"]:
             chosen.append(flat["distribution"])
+    # A reference that only moves data can be matched by the copies and views a candidate's
+    # forward may make itself: nothing tells a kernel from them.
+    moves_only = bool(run) and run <= DATA_MOVEMENT
     report = {"degenerate": bool(passing), "passing": passing, "null_models": own, "stress": chosen,
-              "tried": tried, "unfit": bool(remaining), "still_passing": remaining,
+              "tried": tried, "unfit": bool(remaining) or moves_only, "still_passing": remaining,
               "outputs": auditor.nulls.first.description if auditor.nulls else None,
               "input_sets": len(args["seeds"]), "kept_state": auditor.kept_state.kept,
-              "normalizations": normalizations}
+              "normalizations": normalizations, "moves_only": moves_only}
+    if moves_only and not remaining:
+        report["message"] = (
+            f"this task only moves data (its reference runs {', '.join(sorted(run))}), which the copies and views a"
+            " candidate's forward may make itself do as well: nothing tells a kernel from them. It is not scored.")
     if remaining:
         report["message"] = (
             f"this task cannot tell a real implementation from a null one: the {', '.join(remaining)} null"
