@@ -181,3 +181,35 @@ def test_a_task_that_only_moves_data_is_unfit_and_says_why():
     assert "only moves data" in report["message"] and "cat" in report["message"]
     computing = run(task("torch.cat([x, x.t().contiguous()], dim=0) * 2", "[torch.randn(32, 32)]"))
     assert not computing["moves_only"] and not computing["unfit"]
+
+
+def scalar_task(forward: str):
+    source = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, s):
+        return {forward}
+
+
+def get_inputs():
+    return [torch.randn(16, 64), 2.0]
+
+
+def get_init_inputs():
+    return []
+"""
+    module = types.ModuleType("scalar_task")
+    exec(compile(source, "scalar_task.py", "exec"), module.__dict__)
+    return module
+
+
+def test_a_number_among_the_inputs_is_negated_in_one_set_where_the_reference_allows_it():
+    negated = {"kind": models.NEGATED_SCALARS}
+    assert negated in run(scalar_task("torch.amax(x * s, dim=1)"))["stress"]
+    # The reference leaves its domain with a negative number: no such set.
+    report = run(scalar_task("torch.nn.functional.dropout(x, p=s / 4, training=False) * torch.sqrt(torch.tensor(s))"))
+    assert negated not in report["stress"] and not report["unfit"]
+    assert negated not in run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["stress"], "no number, no such set"

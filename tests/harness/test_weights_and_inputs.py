@@ -439,3 +439,11 @@ def test_a_flat_set_exposes_layer_and_rms_norms_without_their_epsilon():
     assert not torch.isfinite(without_epsilon(x)).all()
     assert not torch.isfinite(rms_norm_without_epsilon(x)).all()
     assert torch.isfinite(without_epsilon(torch.rand(4, 8, 32))).all(), "the task's own inputs do not show it"
+
+
+def test_a_negated_set_is_the_task_s_own_inputs_with_its_numbers_negated():
+    own = models.generate_inputs(Task, 8, 1.0, "cpu")
+    negated = models.generate_inputs(Task, 8, 1.0, "cpu", {"kind": models.NEGATED_SCALARS})
+    assert torch.equal(negated[0], own[0]) and torch.equal(negated[1], own[1])
+    assert negated[2] == -own[2] and own[2] > 0
+    assert "negated" in models.describe_distribution({"kind": models.NEGATED_SCALARS})

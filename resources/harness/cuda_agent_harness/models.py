@@ -314,6 +314,12 @@ SPARSE_MARGIN = 8
 SPARSE_STRIDE = 8
 
 
+#: A set that is the task's own inputs with its floating-point numbers negated: {"kind":
+#: NEGATED_SCALARS}. Numbers among the inputs are otherwise scaled by factors below one
+#: (``scalar_factor``) and keep their sign, which lets a kernel move a positive factor past a
+#: maximum or a ReLU. The audit adds it where the task has such a number and the reference
+#: stays in its domain.
+NEGATED_SCALARS = "negated_scalars"
 #: A set that is the task's own inputs with whole slices of each floating-point input of two
 #: or more dimensions made zero (``flat_inputs``): {"kind": FLAT}. A normalization whose
 #: statistics run over such a slice sees a variance and a mean square of zero there, where
@@ -344,11 +350,11 @@ def check_distribution(spec) -> dict | None:
             raise DistributionError(f"a sparse set takes its elements from a distribution of {', '.join(STRESS_KINDS)},"
                                     f" not {stress!r}")
         return {"kind": SPARSE, "stress": check_distribution(stress)}
-    if isinstance(spec, dict) and spec.get("kind") == FLAT:
-        return {"kind": FLAT}
+    if isinstance(spec, dict) and spec.get("kind") in (FLAT, NEGATED_SCALARS):
+        return {"kind": spec["kind"]}
     if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
         raise DistributionError(f"unknown input distribution {spec!r}; expected one of"
-                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT, FLAT))}")
+                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT, FLAT, NEGATED_SCALARS))}")
     return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
 
 
@@ -358,6 +364,8 @@ def describe_distribution(spec: dict | None) -> str:
     if spec["kind"] == NEAR_REPEAT:
         return (f"a near repeat: another set's inputs with one element in {NEAR_REPEAT_ELEMENTS} moved and as many"
                 " consecutive ones copied")
+    if spec["kind"] == NEGATED_SCALARS:
+        return "the task's own inputs with their floating-point numbers negated"
     if spec["kind"] == FLAT:
         return "the task's own inputs with a sample and a channel of zeros"
     if spec["kind"] == SPARSE:
@@ -488,6 +496,8 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
                     value = sparse_inputs(value, distribution["stress"], seed, position)
                 elif distribution is not None and distribution["kind"] == FLAT:
                     value = flat_inputs(value, seed, position)
+                elif distribution is not None and distribution["kind"] == NEGATED_SCALARS:
+                    pass  # the tensors are the task's own
                 elif distribution is not None:
                     value = reshape_distribution(value, distribution, seed, position)
                 if scale != 1.0:
@@ -498,6 +508,8 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
             # kernel that hard-codes get_inputs()'s constant is wrong (integers stay: they
             # are sizes and counts).
             value = value * scalar_factor(seed, position)
+            if distribution is not None and distribution["kind"] == NEGATED_SCALARS:
+                value = -value
         result.append(value)
     return result
 

@@ -31,7 +31,9 @@ differing element its sample misses. A task where some null model passes every d
 is unfit to be scored, and so is a task whose reference only moves data (``DATA_MOVEMENT``:
 a candidate's own copies and views match it). A task whose reference normalizes (``NORMALIZATIONS``, the operators
 it runs, or a root of a reduction: ``ROOTS``, ``REDUCTIONS``) gets a flat set too
-(``models.FLAT``: slices of zeros, whose variance and mean square are zero).
+(``models.FLAT``: slices of zeros, whose variance and mean square are zero), and a task with
+floating-point numbers among its inputs a set with them negated (``models.NEGATED_SCALARS``),
+where the reference stays in its domain.
 
 The audit also records the state the reference keeps from call to call on its own (tensors
 it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
@@ -147,6 +149,11 @@ class Auditor:
             torch.cuda.synchronize()
         return Expected(outputs, inputs, working, "", self.tolerance), inputs
 
+    def sample_inputs(self) -> list:
+        """The task's own first input set (what get_inputs() draws, numbers included)."""
+        seed, scale, distribution = set_specs(self.args)[0]
+        return models.generate_inputs(self.module, seed, scale, self.device, distribution)
+
     def verdicts(self, expected: Expected, inputs: list, names) -> dict:
         """For each null model of ``names`` that applies: None if it passes this set, else
         the message of its first mismatch."""
@@ -213,8 +220,8 @@ class Auditor:
 
 def _probe_key(distribution: dict) -> tuple:
     """What a probe's seeds are derived from (a stress distribution's as before sparse sets)."""
-    if distribution["kind"] == models.FLAT:
-        return (models.FLAT,)
+    if distribution["kind"] in (models.FLAT, models.NEGATED_SCALARS):
+        return (distribution["kind"],)
     if distribution["kind"] == models.SPARSE:
         return (models.SPARSE, *_probe_key(distribution["stress"]))
     return distribution["kind"], distribution["positive"]
@@ -260,6 +267,12 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         tried.append(flat)
         if flat["in_domain"]:
             chosen.append(flat["distribution"])
+    # Numbers among the inputs keep their sign from set to set: one set negates them.
+    if not remaining and any(type(value) is float and value != 0.0 for value in auditor.sample_inputs()):
+        negated = auditor.probe({"kind": models.NEGATED_SCALARS}, [])
+        tried.append(negated)
+        if negated["in_domain"]:
+            chosen.append(negated["distribution"])
     # A reference that only moves data can be matched by the copies and views a candidate's
     # forward may make itself: nothing tells a kernel from them.
     moves_only = bool(run) and run <= DATA_MOVEMENT
