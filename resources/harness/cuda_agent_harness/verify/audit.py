@@ -133,6 +133,8 @@ class Auditor:
         self.tolerance = args["tolerance"]
         self.nulls: NullModels | None = None
         self.own_nonfinite_fraction = 0.0
+        #: Whether the task's own inputs hold floating-point numbers (a negated set applies).
+        self.has_numbers = False
         self.kept_state = KeptStateLog(model)
 
     def run_set(self, seed: int, scale: float, distribution) -> tuple[Expected, list]:
@@ -148,11 +150,6 @@ class Auditor:
         if self.device == "cuda":
             torch.cuda.synchronize()
         return Expected(outputs, inputs, working, "", self.tolerance), inputs
-
-    def sample_inputs(self) -> list:
-        """The task's own first input set (what get_inputs() draws, numbers included)."""
-        seed, scale, distribution = set_specs(self.args)[0]
-        return models.generate_inputs(self.module, seed, scale, self.device, distribution)
 
     def verdicts(self, expected: Expected, inputs: list, names) -> dict:
         """For each null model of ``names`` that applies: None if it passes this set, else
@@ -175,6 +172,7 @@ class Auditor:
         total = counted = 0
         for index, spec in enumerate(set_specs(self.args)):
             expected, inputs = self.run_set(*spec)
+            self.has_numbers = self.has_numbers or any(type(value) is float and value != 0.0 for value in inputs)
             if self.nulls is None:
                 self.nulls = NullModels(expected)
             counted += _nonfinite(expected.tensors)
@@ -268,7 +266,7 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         if flat["in_domain"]:
             chosen.append(flat["distribution"])
     # Numbers among the inputs keep their sign from set to set: one set negates them.
-    if not remaining and any(type(value) is float and value != 0.0 for value in auditor.sample_inputs()):
+    if not remaining and auditor.has_numbers:
         negated = auditor.probe({"kind": models.NEGATED_SCALARS}, [])
         tried.append(negated)
         if negated["in_domain"]:
