@@ -44,7 +44,7 @@ def run(tmp_path, body: str, calls: int = 8, train: bool = False, inputs=None, i
         x = inputs(call) if inputs else torch.randn(4, 8)
         with torch.no_grad():
             output = model(x)
-        watch.after_call(f"call {call + 1}", [output] if isinstance(output, torch.Tensor) else [])
+        watch.after_call(f"call {call + 1}", [output] if isinstance(output, torch.Tensor) else [], [x])
     watch.after_last_call()
     return model
 
@@ -176,6 +176,95 @@ def test_a_small_cpu_tensor_incremented_in_place_is_read_by_its_contents(tmp_pat
     """)
     assert failure.details["path"] == "ModelNew.calls"
     assert "changed its contents from [3] to [4]" in failure.message
+
+
+def test_a_memo_of_earlier_results_in_a_large_tensor_is_read_by_its_contents(tmp_path):
+    # Keys and results of earlier calls in plain tensors too large to be read whole: a kernel
+    # that finds the inputs' hash among the keys copies the remembered result out.
+    failure = rejected(tmp_path, """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.keys = torch.zeros(128, dtype=torch.float64)
+                self.results = torch.zeros(8, 32)
+
+            def forward(self, x):
+                slot = int(self.keys[0].item()) % 8
+                self.keys[1 + slot] = float(x.sum())
+                self.keys[0] += 1
+                self.results[slot].copy_(x.reshape(-1)[:32])
+                return x.clone()
+    """)
+    assert failure.details["path"] in ("ModelNew.keys", "ModelNew.results"), failure.message
+    assert "bytes of fingerprint" in failure.message and "allocate scratch memory in forward" in failure.message
+
+
+def test_scratch_memory_kept_between_calls_is_state_even_when_rewritten_every_call(tmp_path):
+    failure = rejected(tmp_path, """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.scratch = torch.zeros(4, 8)
+
+            def forward(self, x):
+                torch.mul(x, 2.0, out=self.scratch)
+                return self.scratch * 0.5
+    """)
+    assert failure.details["path"] == "ModelNew.scratch"
+
+
+def test_static_buffers_holding_copies_of_the_call_s_input_and_output_pass(tmp_path):
+    # The pattern of a CUDA graph replayed on static buffers: the input copied in, the
+    # result computed into a static output, a copy of it returned.
+    run(tmp_path, """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.static_in = torch.zeros(4, 8)
+                self.static_out = torch.zeros(4, 8)
+
+            def forward(self, x):
+                self.static_in.copy_(x)
+                torch.clamp(self.static_in, min=0.0, out=self.static_out)
+                return self.static_out.clone()
+    """)
+
+
+def test_a_static_buffer_that_keeps_an_earlier_call_s_input_is_rejected(tmp_path):
+    # Two slots written in turn: after each call, one of them holds the call before's input.
+    failure = rejected(tmp_path, """
+        class ModelNew(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.slots = [torch.zeros(4, 8), torch.zeros(4, 8)]
+                self.turn = [0]
+
+            def forward(self, x):
+                self.slots[self.turn[0] % 2].copy_(x)
+                self.turn[0] += 1
+                return x.clone()
+    """)
+    assert failure.details["path"].startswith(("ModelNew.slots", "ModelNew.turn")), failure.message
+
+
+def test_the_contents_fingerprint_sees_every_change_of_bytes_and_nothing_else():
+    fingerprint = steadiness.ContentsFingerprint(seed=7)
+    x = torch.randn(3, 1000)
+    assert fingerprint(x) == fingerprint(x.clone()) == fingerprint(x.t().contiguous().t())
+    swapped = x.clone().reshape(-1)
+    swapped[[10, 20]] = swapped[[20, 10]]
+    assert fingerprint(swapped.reshape(3, 1000)) != fingerprint(x)
+    nudged = x.clone()
+    nudged[2, 999] = torch.nextafter(nudged[2, 999], torch.tensor(float("inf")))
+    assert fingerprint(nudged) != fingerprint(x)
+    odd = torch.arange(13, dtype=torch.uint8)
+    assert fingerprint(odd)[1] == 13 and fingerprint(odd) != fingerprint(odd.roll(1))
+    offset = torch.arange(20, dtype=torch.int16)[3:]
+    assert fingerprint(offset) == fingerprint(offset.clone())
+    long = torch.randn(3 * steadiness.ContentsFingerprint.PERIOD + 5)
+    moved = long.clone()
+    moved[-1] += 1.0
+    assert fingerprint(long) != fingerprint(moved)
 
 
 def test_a_counter_in_a_non_persistent_buffer_is_read_every_call(tmp_path):

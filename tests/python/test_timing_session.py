@@ -160,8 +160,27 @@ def test_a_short_contender_switches_all_contenders_to_batches():
 
 
 def test_a_candidate_that_changes_behaviour_once_timed_is_caught():
+    # Its zeros show in the first round checked: in its timed sample, read back first.
     message = assert_rejected(session("phase_detector"), "timed_output_mismatch")
-    assert "trusted batch are wrong" in message and "expected" in message
+    assert "timed sample are wrong" in message and "expected" in message
+
+
+def test_a_candidate_that_computes_less_in_its_timed_samples_is_caught_by_their_outputs():
+    # It keeps no state and is right on every input of a trusted batch: only its samples are wrong.
+    result = session("sample_shortcut")
+    message = assert_rejected(result, "timed_output_mismatch")
+    assert "outputs of a timed sample are wrong" in message and "expected" in message
+    assert result["rejection"]["details"]["call"] == 0
+
+
+def test_the_samples_of_an_honest_candidate_are_checked_in_every_comparison():
+    # With no round drawn for a check, the last round's sample is checked still.
+    result = session("honest", check={"probability": 0.0}, repetitions=2)
+    assert result["ok"], result
+    for repetition in result["repetitions"]:
+        assert sum(1 for each in repetition["rounds"] if each.get("sample_checked")) == 1
+        assert repetition["rounds"][-1]["sample_checked"]
+    assert result["time_budget"]["sample_checks_s"] > 0
 
 
 def test_zeros_in_place_of_small_outputs_are_caught_by_a_tolerance_scaled_to_them():
@@ -253,7 +272,8 @@ def test_a_session_limit_cuts_every_comparison_to_its_share():
     # The parts of the rounds' time: every contender's samples, the clock probes (none on
     # the CPU, whose clock is not probed, but the call is timed), the trusted batches.
     assert set(spent["sampling_s"]) == {"candidate", "eager"}
-    parts = sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["trusted_batches_s"]
+    parts = (sum(spent["sampling_s"].values()) + spent["clock_probes_s"] + spent["trusted_batches_s"]
+             + spent["sample_checks_s"])
     assert spent["trusted_batches_s"] > 0  # each comparison has its least number of trusted batches
     assert 0 < parts <= spent["rounds_s"]
     assert set(spent["setup_s"]) == {"timing_constants", "eager_warm_up_and_calibration", "candidate_hello",

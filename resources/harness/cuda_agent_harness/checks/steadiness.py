@@ -17,11 +17,18 @@ canonical value of builtin tuples, strings and numbers first):
 
 * Python numbers, strings, bytes, None and booleans by value; lists, tuples, dicts, sets and
   frozensets (and subclasses, through the builtin type's own methods) by their contents;
-* tensors by identity and metadata (shape, dtype, device, strides, address): not by contents,
-  which forward rewrites in a legitimate output buffer. Small CPU tensors (up to
-  ``SMALL_TENSOR_ELEMENTS`` elements) that are neither a parameter or persistent buffer of a
-  module nor part of the call's outputs are read by contents too: a counter kept in a tensor
-  and incremented in place by native code shows there. The contents of parameters and
+* tensors by identity and metadata (shape, dtype, device, strides, address), and those that
+  are neither a parameter or persistent buffer of a module nor part of the call's outputs by
+  contents too: a counter or a memo of earlier results kept in a tensor and written in place
+  by native code shows there. Small CPU tensors (up to ``SMALL_TENSOR_ELEMENTS`` elements)
+  are read whole, so that a message can show the values; larger ones, and those on a GPU, by
+  a fingerprint of their bytes computed where they lie (``ContentsFingerprint``). A tensor
+  that holds a copy of one of the call's inputs or outputs reads as such a copy, whatever the
+  values: the static buffers a CUDA graph is replayed on (the input copied in, the output
+  copied out) are rewritten every call and keep nothing of the calls before. Scratch memory
+  kept from call to call is state by this rule even where it is rewritten before it is read:
+  the harness cannot tell it from a memo, and the caching allocator serves a buffer allocated
+  in forward at no cost. The contents of parameters and
   persistent buffers (the weights) are checked once, after the last call, against the
   weights that were loaded (buffers only in eval mode: BatchNorm in train mode updates its
   running statistics);
@@ -44,6 +51,7 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
 import types
 
 import torch
@@ -58,7 +66,8 @@ SETTLING_CALLS = 3
 MAX_DEPTH = 32
 #: Values a reading reads at most.
 MAX_VALUES = 65536
-#: CPU tensors this small that are no parameter, buffer or output are read by contents.
+#: CPU tensors this small that are no parameter, buffer or output are read whole (larger
+#: ones by a fingerprint of their contents).
 SMALL_TENSOR_ELEMENTS = 64
 
 REASON = "state_kept_between_calls"
@@ -105,12 +114,17 @@ class _Reader:
     """One reading of the state: a canonical value (nested tuples of builtin values) per root."""
 
     def __init__(self, module_name: str, module_globals: dict, weight_ids: set[int], output_storages: set[int],
-                 kept_state: dict | None = None):
+                 kept_state: dict | None = None, contents: "ContentsFingerprint | None" = None,
+                 call_tensors: tuple = ()):
         self.module_name = module_name
         self.kept_state = kept_state or {}
         self.module_globals = module_globals
         self.weight_ids = weight_ids
         self.output_storages = output_storages
+        self.contents_fingerprint = contents or ContentsFingerprint()
+        #: The call's inputs and outputs, and their fingerprints once one was needed.
+        self.call_tensors = tuple(call_tensors)
+        self.call_fingerprints: dict[int, tuple] = {}
         self.values = 0
         #: Objects read already in this reading, by id: the path where they were first read.
         self.seen: dict[int, str] = {}
@@ -261,11 +275,29 @@ class _Reader:
         with torch._C.DisableTorchFunctionSubclass():
             metadata = _safe(_tensor_metadata, tensor)
             contents = None
-            if (metadata[0] != "unreadable" and metadata[3] == "cpu" and id(tensor) not in self.weight_ids
-                    and isinstance(metadata[9], int) and metadata[9] <= SMALL_TENSOR_ELEMENTS
+            if (metadata[0] != "unreadable" and id(tensor) not in self.weight_ids and isinstance(metadata[9], int)
                     and _safe(_storage_address, tensor) not in self.output_storages):
-                contents = _safe(_contents, tensor)
+                contents = self.contents(tensor, metadata)
         return ("tensor", id(tensor), metadata, contents, self.attributes(tensor, path, depth))
+
+    def contents(self, tensor, metadata: tuple):
+        """What a tensor that is no weight or output holds: a copy of the call's inputs or
+        outputs, its values (small CPU tensors), or a fingerprint of its bytes."""
+        fingerprint = _safe(self.contents_fingerprint, tensor)
+        if fingerprint[0] == "unreadable":
+            return fingerprint
+        for candidate in self.call_tensors:
+            if self.call_fingerprint(candidate) == fingerprint:
+                return ("copy of the call's inputs or outputs",)
+        if metadata[3] == "cpu" and metadata[9] <= SMALL_TENSOR_ELEMENTS:
+            return _safe(_contents, tensor)
+        return fingerprint
+
+    def call_fingerprint(self, tensor) -> tuple | None:
+        known = self.call_fingerprints.get(id(tensor))
+        if known is None:
+            known = self.call_fingerprints[id(tensor)] = _safe(self.contents_fingerprint, tensor)
+        return known
 
 
 def _matches_kept_state(value, kept: dict | None) -> bool:
@@ -329,6 +361,54 @@ def _tensor_metadata(tensor) -> tuple:
             str(_tensor_device(tensor)), str(_tensor_layout(tensor)), bool(_tensor_requires_grad(tensor)),
             _safe(_tensor_base.data_ptr, tensor), _safe(_tensor_base.storage_offset, tensor),
             _safe(lambda t: tuple(_tensor_base.stride(t)), tensor), _safe(_tensor_base.numel, tensor))
+
+
+class ContentsFingerprint:
+    """A fingerprint of a tensor's bytes, computed on the tensor's device: (bytes, the sum
+    of its 8-byte words, their sum weighted by odd numbers drawn for this watch, repeating
+    every ``PERIOD`` words). Any change of a word changes both sums but for a chance of
+    about 2^-64; the weights make a change that keeps the plain sum (two words swapped, a
+    value moved) show in the weighted one. Work tensors stay under ``CHUNK_WORDS`` words."""
+
+    PERIOD = 1 << 16
+    CHUNK_WORDS = 1 << 24
+
+    def __init__(self, seed: int | None = None):
+        generator = torch.Generator().manual_seed(seed if seed is not None else int.from_bytes(os.urandom(8), "little")
+                                                  & ((1 << 63) - 1))
+        self.weights = torch.randint(-(1 << 62), 1 << 62, (self.PERIOD,), dtype=torch.int64,
+                                     generator=generator) * 2 + 1
+        self.weights_on: dict[str, torch.Tensor] = {}
+
+    def __call__(self, tensor) -> tuple:
+        with torch._C.DisableTorchFunctionSubclass(), torch.no_grad():
+            plain = _tensor_base.contiguous(_tensor_base.reshape(_tensor_base.detach(tensor), (-1,)))
+            raw = _tensor_base.view(plain, torch.uint8)
+            size = _tensor_base.numel(raw)
+            if size % 8:
+                raw = torch.cat([raw, raw.new_zeros(8 - size % 8)])
+            elif _tensor_base.storage_offset(raw) % 8:
+                raw = _tensor_base.clone(raw)
+            words = _tensor_base.view(raw, torch.int64)
+            weights = self.weights_for(words.device)
+            plain_sum = torch.zeros((), dtype=torch.int64, device=words.device)
+            weighted_sum = torch.zeros((), dtype=torch.int64, device=words.device)
+            count = _tensor_base.numel(words)
+            for start in range(0, count, self.CHUNK_WORDS):
+                chunk = words[start:start + self.CHUNK_WORDS]
+                plain_sum += chunk.sum()
+                whole = chunk.numel() - chunk.numel() % self.PERIOD
+                if whole:
+                    weighted_sum += (chunk[:whole].view(-1, self.PERIOD) * weights).sum()
+                if whole < chunk.numel():
+                    weighted_sum += (chunk[whole:] * weights[:chunk.numel() - whole]).sum()
+            return ("fingerprint", size, int(plain_sum), int(weighted_sum))
+
+    def weights_for(self, device) -> torch.Tensor:
+        key = str(device)
+        if key not in self.weights_on:
+            self.weights_on[key] = self.weights.to(device)
+        return self.weights_on[key]
 
 
 def _storage_address(tensor) -> int:
@@ -483,7 +563,9 @@ def first_difference(before, after, path: str) -> tuple[str, str] | None:
             return replaced
         if before[3] != after[3] and before[3] is not None and after[3] is not None:
             return path, (f"changed its contents from {_shown_contents(before[3])} to {_shown_contents(after[3])} (a"
-                          " small CPU tensor that is no parameter, persistent buffer or output is read whole)")
+                          " tensor that is no parameter, persistent buffer or output of the call is read by its"
+                          " contents: it may hold a copy of the call's inputs or outputs, as the static buffers of"
+                          " a CUDA graph do, and nothing else that changes; allocate scratch memory in forward)")
         return _pairs_difference(before[4], after[4], path)
     if kind == "class":
         if before[2] != after[2]:
@@ -514,6 +596,10 @@ def first_difference(before, after, path: str) -> tuple[str, str] | None:
 def _shown_contents(contents) -> str:
     if contents is None:
         return "unread contents"
+    if contents[0] == "fingerprint":
+        return f"{contents[1]} bytes of fingerprint {(contents[2] ^ contents[3]) & 0xFFFFFFFF:08x}"
+    if len(contents) == 1:
+        return f"a {contents[0]}"
     return contents[1] if len(contents) == 2 else str(contents)
 
 
@@ -593,6 +679,7 @@ class StateWatch:
                        for _, name, tensor in self.weight_tensors()}
         self.weights = weights
         self.settling_calls = settling_calls
+        self.contents_fingerprint = ContentsFingerprint()
         self.calls = 0
         self.previous = None
         self.previous_label: str | None = None
@@ -600,11 +687,12 @@ class StateWatch:
         #: the first calls), taken when the settling calls end.
         self.settled: dict[str, torch.Tensor] = {}
 
-    def after_call(self, label: str, outputs=()) -> None:
+    def after_call(self, label: str, outputs=(), inputs=()) -> None:
         """Reads the state after the call ``label``; ``outputs``: the call's output tensors
-        (their memory may be a persistent buffer of the model, rewritten every call)."""
+        (their memory may be a persistent buffer of the model, rewritten every call);
+        ``inputs``: the call's inputs (a static buffer may hold a copy of them)."""
         self.calls += 1
-        reading = self.read(outputs)
+        reading = self.read(outputs, inputs)
         if self.calls > self.settling_calls and self.previous is not None:
             found = None
             for (root, before), (_, after) in zip(self.previous, reading):
@@ -651,7 +739,7 @@ class StateWatch:
                 " the same, a plain tensor of that shape and dtype under the same name, and nothing else.")
 
     # -- reading -------------------------------------------------------------------------------------
-    def read(self, outputs=()) -> tuple:
+    def read(self, outputs=(), inputs=()) -> tuple:
         """The canonical state now: model_new.py's globals, then ModelNew."""
         weight_ids = {id(tensor) for _, _, tensor in self.weight_tensors(every_buffer=True)}
         storages = set()
@@ -660,7 +748,10 @@ class StateWatch:
                 address = _safe(_storage_address, tensor)
                 if isinstance(address, int):
                     storages.add(address)
-        reader = _Reader(self.module_name, self.module_globals, weight_ids, storages, self.kept_state)
+        call_tensors = tuple(value for value in (*(inputs or ()), *(outputs or ()))
+                             if issubclass(type(value), torch.Tensor))
+        reader = _Reader(self.module_name, self.module_globals, weight_ids, storages, self.kept_state,
+                         self.contents_fingerprint, call_tensors)
         globals_root = self.module_name
         try:
             file_state = tuple((name, reader.read(value, f"{globals_root}.{name}", 1))

@@ -191,6 +191,9 @@ def run_candidate_side(request: dict) -> dict:
                 elif op == "sample":
                     sample = contender.sample(int(message["seed"]))
                     reply = {"op": "sample", **sample.to_json()}
+                elif op == "sample_outputs":
+                    reply = {"op": "sample_outputs",
+                             "outputs": contender.gathered_outputs(int(message["call"]), list(message["positions"]))}
                 elif op == "trusted_arena":
                     # Answered first: the trusted side hands the arena over once it knows we are coming.
                     channel.send({"op": "trusted_arena_waiting"})

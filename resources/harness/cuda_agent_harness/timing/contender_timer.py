@@ -47,6 +47,7 @@ interleaved comparison across the trusted reference process and the candidate's 
 
 from __future__ import annotations
 
+import base64
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -55,6 +56,7 @@ from typing import Any, Callable
 from .input_sets import _PROBE_SEED_BIT, _require_fixed_structure, _tensor_bytes, derive_seed
 from .lead_policy import MAX_LEAD_US, initial_lead_us, lead_cap_us, next_lead_us
 from .sampling import CUDA_GRAPH, CaptureFailed, PER_CALL, REGIMES, per_call_time
+from .trusted_clock import tensor_leaves
 
 
 @dataclass
@@ -257,6 +259,29 @@ class ContenderTimer:
             wall_us=(time.perf_counter_ns() - started_ns) / 1000.0,
         )
 
+    def gathered_outputs(self, call: int, positions: list) -> list:
+        """Elements of the outputs of call ``call`` of the latest sample at the logical
+        ``positions`` drawn for each output (None skips one): {"dtype", "data" (the bytes in
+        base64)} per output, for the reference side to check against its own outputs on the
+        same inputs. Asked for after the sample, in rounds drawn in secret: a contender that
+        computes less when it believes it is timed cannot know which samples are read."""
+        torch = self.device.torch
+        if not 0 <= call < len(self.last_outputs):
+            raise ValueError(f"no call {call} in the latest sample ({len(self.last_outputs)} calls)")
+        leaves = tensor_leaves(self.last_outputs[call], torch)
+        gathered = []
+        for index, wanted in enumerate(positions):
+            leaf = leaves[index] if index < len(leaves) else None
+            if wanted is None or not isinstance(leaf, torch.Tensor):
+                gathered.append(None)
+                continue
+            with torch.no_grad():
+                flat = torch.Tensor.reshape(torch.Tensor.detach(leaf), (-1,))
+                picked = flat[torch.tensor(wanted, dtype=torch.long, device=flat.device)].contiguous().cpu()
+            gathered.append({"dtype": str(picked.dtype),
+                             "data": base64.b64encode(bytes(picked.view(torch.uint8).tolist())).decode()})
+        return gathered
+
     def _measure_lead(self, seed: int, probes: int = 2) -> None:
         """Sets the first lead of this regime from the host's time to enqueue one whole
         sample after its lead (``Sample.enqueue_us``): the shortest of a few probes, since the
@@ -271,3 +296,4 @@ class ContenderTimer:
         self.lead_cap_us = lead_cap_us(enqueue_us)
         self.lead_us = initial_lead_us(enqueue_us, self.lead_cap_us)
         self._uncovered_at_cap = 0
+

@@ -6,6 +6,7 @@ the result."""
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import math
 import os
@@ -19,7 +20,7 @@ from ..modules import load_module
 from .contender_timer import ContenderTimer, Sample
 from .devices import make_device
 from .estimates import ratio_precision, throttled
-from .input_sets import InputFactory
+from .input_sets import InputFactory, derive_seed
 from .report import _finite_or_zero, dispatch_cover
 from .request import (
     DEFAULT_BUDGET, DEFAULT_CHECK, _compile_mode, build_reference_model, comparison_share_s, task_hash_of,
@@ -30,6 +31,21 @@ from .sampling import (
 )
 from .staleness import DEFAULT_STALE_CLOCK_TOLERANCE, DEFAULT_STALE_TOLERANCE, stale_reason
 from .wire import Channel, PROTOCOL_VERSION, SessionError
+
+
+#: Elements of each output of a timed sample that are read back and checked.
+SAMPLE_CHECK_ELEMENTS = 256
+
+
+def _decoded(torch, gathered, count: int):
+    """The values the candidate side handed over ({"dtype", "data"}), or None if malformed."""
+    try:
+        dtype = getattr(torch, str(gathered["dtype"]).replace("torch.", ""))
+        raw = base64.b64decode(str(gathered["data"]), validate=True)
+        values = torch.frombuffer(bytearray(raw), dtype=torch.uint8).view(dtype) if raw else torch.empty(0, dtype=dtype)
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError):
+        return None
+    return values.clone() if values.numel() == count else None
 
 
 class RemoteContender:
@@ -123,7 +139,7 @@ class ReferenceSession:
         self.rounds_seconds = 0.0
         self.comparisons = 0
         #: Where the rounds' time went, beside the samples themselves (``time_budget``).
-        self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "trusted_batches_s": 0.0}
+        self.round_costs = {"sampling_s": {}, "clock_probes_s": 0.0, "trusted_batches_s": 0.0, "sample_checks_s": 0.0}
         #: The trusted clock's batches of the candidate (``trusted_clock``), once prepared.
         self.trusted: trusted_clock.TrustedClock | None = None
         self.trusted_settings = dict(request.get("trusted_clock") or {})
@@ -257,9 +273,11 @@ class ReferenceSession:
             flagged = any(
                 throttled(entry["clock_mhz"], reference_clock, self.throttle_tolerance) for entry in samples.values()
             )
-            record = {"round": index, "order": order, "samples": samples, "throttled": flagged, "checked": False}
+            record = {"round": index, "seed": seed, "order": order, "samples": samples, "throttled": flagged,
+                      "checked": False}
             rounds.append(record)
             if challenge and self.rng.random() < float(self.check["probability"]):
+                self.check_sample_outputs(contenders, record, seed)
                 self.trusted_batch(contenders, record)
             usable = [each for each in rounds if not each["throttled"]]
             now = time.monotonic()
@@ -276,6 +294,9 @@ class ReferenceSession:
             if now > self.deadline():
                 stop_reason = "deadline"
                 break
+        if challenge and rounds and not any(each.get("sample_checked") for each in rounds):
+            # The last round's sample is the latest the candidate side holds.
+            self.check_sample_outputs(contenders, rounds[-1], rounds[-1]["seed"])
         if challenge and self.trusted is not None:
             owed = int(self.trusted.settings["min_batches"]) - sum(1 for each in rounds if each["checked"])
             for record in ([each for each in rounds if not each["checked"]][-owed:] if owed > 0 else []):
@@ -297,6 +318,54 @@ class ReferenceSession:
             if precision is None or precision > target:
                 return False
         return True
+
+    def check_sample_outputs(self, contenders: dict, record: dict, seed: int) -> None:
+        """Reads outputs of the candidate's sample of this round (one of its calls, at
+        positions drawn now, after the sample) and checks them against the reference's own
+        outputs on the same inputs. The samples' times are what a verdict rests on: a
+        candidate that computes less when it believes it is timed (by the inputs' addresses,
+        their version counters, their origin) is wrong there, whatever the trusted batches,
+        which it may tell apart, saw."""
+        candidate = contenders.get("candidate")
+        if not isinstance(candidate, RemoteContender) or "candidate" not in record["samples"]:
+            return
+        torch = self.torch
+        calls = max(1, int(record["samples"]["candidate"]["calls"]))
+        call = self.rng.randrange(calls)
+        with torch.no_grad():
+            expected = trusted_clock.tensor_leaves(self.eager.function(*self.make_inputs(derive_seed(seed, call))), torch)
+        positions = [self.sample_positions(leaf) if isinstance(leaf, torch.Tensor) else None for leaf in expected]
+        with self.timed("sample_checks_s", self.round_costs):
+            reply = candidate.request({"op": "sample_outputs", "call": call, "positions": positions}, ("sample_outputs",))
+            gathered = reply.get("outputs")
+            if not isinstance(gathered, list) or len(gathered) != len(expected):
+                raise SessionError("timed_output_mismatch",
+                                   f"round {record['round']}: the candidate side handed over"
+                                   f" {len(gathered) if isinstance(gathered, list) else 'no'} outputs of a timed sample"
+                                   f" where the reference returns {len(expected)}")
+            atol, rtol = float(self.check["atol"]), float(self.check["rtol"])
+            for index, (want, wanted, got) in enumerate(zip(expected, positions, gathered)):
+                if wanted is None:
+                    continue
+                have = _decoded(torch, got, len(wanted))
+                logical = torch.tensor(wanted, dtype=torch.long, device=want.device)
+                problem = ("the values handed over are malformed" if have is None else
+                           trusted_clock._mismatch(torch, want.reshape(-1)[logical].cpu(), have,
+                                                   trusted_clock._scaled_atol(want, atol), rtol))
+                if problem:
+                    raise SessionError(
+                        "timed_output_mismatch",
+                        f"round {record['round']}: the outputs of a timed sample are wrong (call {call + 1} of"
+                        f" {calls}, output {index}): {problem}. Timed calls are checked like any other: compute"
+                        " the whole result on every call.", {"round": record["round"], "call": call, "output": index})
+        record["sample_checked"] = True
+
+    def sample_positions(self, leaf) -> list[int]:
+        """Up to ``SAMPLE_CHECK_ELEMENTS`` logical positions of an output, drawn in secret."""
+        numel = int(leaf.numel())
+        if numel <= SAMPLE_CHECK_ELEMENTS:
+            return list(range(numel))
+        return sorted(self.rng.sample(range(numel), SAMPLE_CHECK_ELEMENTS))
 
     def trusted_batch(self, contenders: dict, record: dict) -> None:
         """A trusted batch of the candidate after this round (``trusted_clock``): its time

@@ -544,7 +544,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
                 raise Rejected("input_mutated",
                                f"ModelNew.forward changed input {index} in place on {label}, but the reference"
                                " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
-        watch.after_call(label, [tensor for _, tensor in layout])
+        watch.after_call(label, [tensor for _, tensor in layout], inputs)
         input_descriptions = {}
         for index in returned:
             input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
