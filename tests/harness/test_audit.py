@@ -213,3 +213,46 @@ def test_a_number_among_the_inputs_is_negated_in_one_set_where_the_reference_all
     report = run(scalar_task("torch.nn.functional.dropout(x, p=s / 4, training=False) * torch.sqrt(torch.tensor(s))"))
     assert negated not in report["stress"] and not report["unfit"]
     assert negated not in run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["stress"], "no number, no such set"
+
+
+def two_input_task(forward: str, inputs: str):
+    source = f"""
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def forward(self, x, n):
+        return {forward}
+
+
+def get_inputs():
+    return {inputs}
+
+
+def get_init_inputs():
+    return []
+"""
+    module = types.ModuleType("two_input_task")
+    exec(compile(source, "two_input_task.py", "exec"), module.__dict__)
+    return module
+
+
+def test_an_integer_operand_is_shifted_in_one_set_and_an_integer_size_is_not():
+    shifted = {"kind": models.SHIFTED_INTEGERS}
+    assert shifted in run(two_input_task("torch.pow(x, n)", "[torch.randn(16, 64), 3]"))["stress"]
+    # The integer sets a size: the outputs change shape, so it is no operand.
+    report = run(two_input_task("x[:, :n].relu()", "[torch.randn(16, 64), 32]"))
+    assert shifted not in report["stress"] and not report["unfit"]
+    entry = next(entry for entry in report["tried"] if entry["distribution"] == shifted)
+    assert not entry["in_domain"] and "change shape" in entry["why"]
+
+
+def test_targets_of_a_cross_entropy_hold_its_ignore_index_in_one_set():
+    sentinel = {"kind": models.INTEGER_SENTINELS, "value": -100}
+    report = run(two_input_task("torch.nn.functional.cross_entropy(x, n, reduction='none')",
+                                "[torch.randn(64, 10), torch.randint(0, 10, (64,))]"))
+    assert sentinel in report["stress"] and not report["unfit"]
+    # Integer tensors of other operators keep their values: nothing treats -100 apart there.
+    report = run(two_input_task("x[n]", "[torch.randn(64, 10), torch.randint(0, 64, (64,))]"))
+    assert not any(entry["distribution"]["kind"] == models.INTEGER_SENTINELS for entry in report["tried"])

@@ -447,3 +447,31 @@ def test_a_negated_set_is_the_task_s_own_inputs_with_its_numbers_negated():
     assert torch.equal(negated[0], own[0]) and torch.equal(negated[1], own[1])
     assert negated[2] == -own[2] and own[2] > 0
     assert "negated" in models.describe_distribution({"kind": models.NEGATED_SCALARS})
+
+
+def test_a_shifted_set_is_the_task_s_own_inputs_with_every_integer_one_larger():
+    class WithIntegers:
+        @staticmethod
+        def get_inputs():
+            return [torch.rand(8, 16), 3, True, torch.randint(0, 10, (8,))]
+
+    own = models.generate_inputs(WithIntegers, 5, 1.0, "cpu")
+    shifted = models.generate_inputs(WithIntegers, 5, 1.0, "cpu", {"kind": models.SHIFTED_INTEGERS})
+    assert torch.equal(shifted[0], own[0]) and torch.equal(shifted[3], own[3])
+    assert shifted[1] == 4 and own[1] == 3 and shifted[2] is True, "a boolean is a flag, not an integer"
+    assert "one larger" in models.describe_distribution({"kind": models.SHIFTED_INTEGERS})
+
+
+def test_a_sentinel_set_holds_the_value_in_one_element_in_sixteen_of_each_integer_tensor():
+    spec = {"kind": models.INTEGER_SENTINELS, "value": -100}
+    own = models.generate_inputs(Task, 8, 1.0, "cpu")
+    first = models.generate_inputs(Task, 8, 1.0, "cpu", spec)
+    again = models.generate_inputs(Task, 8, 1.0, "cpu", spec)
+    assert torch.equal(first[1], again[1]), "reproducible from the seed"
+    assert torch.equal(first[0], own[0]) and first[2] == own[2]
+    sentinels = int((first[1] == -100).sum())
+    assert 1 <= sentinels <= 64 // models.SENTINEL_ELEMENTS
+    assert torch.equal(first[1][first[1] != -100], own[1][first[1] != -100])
+    assert models.check_distribution(spec) == spec
+    with pytest.raises(models.DistributionError, match="integer"):
+        models.check_distribution({"kind": models.INTEGER_SENTINELS, "value": 1.5})

@@ -327,6 +327,19 @@ NEGATED_SCALARS = "negated_scalars"
 #: the epsilon out divides zero by zero. The audit adds it to tasks whose
 #: reference normalizes (``verify.audit.NORMALIZATIONS``).
 FLAT = "flat"
+#: A set that is the task's own inputs with every integer among them one larger: {"kind":
+#: SHIFTED_INTEGERS}. Integers are otherwise the same in every set (most are sizes and
+#: counts), which lets a kernel hard-code one that is an operand (an exponent, an index).
+#: The audit adds it where the reference's outputs keep their shapes and stay finite there:
+#: an integer that changes them is a size.
+SHIFTED_INTEGERS = "shifted_integers"
+#: A set that is the task's own inputs with some elements of every integer tensor replaced
+#: by a value the reference's operators give a meaning of their own (the ``ignore_index`` of
+#: a cross entropy, -100 by default): {"kind": INTEGER_SENTINELS, "value": int}. Integer
+#: tensors are otherwise drawn as the task draws them, which never holds such a value.
+INTEGER_SENTINELS = "integer_sentinels"
+#: One element in this many of each integer tensor holds the sentinel (one at least).
+SENTINEL_ELEMENTS = 16
 
 
 def check_distribution(spec) -> dict | None:
@@ -350,11 +363,16 @@ def check_distribution(spec) -> dict | None:
             raise DistributionError(f"a sparse set takes its elements from a distribution of {', '.join(STRESS_KINDS)},"
                                     f" not {stress!r}")
         return {"kind": SPARSE, "stress": check_distribution(stress)}
-    if isinstance(spec, dict) and spec.get("kind") in (FLAT, NEGATED_SCALARS):
+    if isinstance(spec, dict) and spec.get("kind") in (FLAT, NEGATED_SCALARS, SHIFTED_INTEGERS):
         return {"kind": spec["kind"]}
+    if isinstance(spec, dict) and spec.get("kind") == INTEGER_SENTINELS:
+        if type(spec.get("value")) is not int:
+            raise DistributionError(f"an integer sentinel set names its value as an integer, not {spec.get('value')!r}")
+        return {"kind": INTEGER_SENTINELS, "value": spec["value"]}
     if not isinstance(spec, dict) or spec.get("kind") not in STRESS_KINDS:
         raise DistributionError(f"unknown input distribution {spec!r}; expected one of"
-                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT, FLAT, NEGATED_SCALARS))}")
+                                f" {', '.join(STRESS_KINDS + (SPARSE, NEAR_REPEAT, FLAT, NEGATED_SCALARS))},"
+                                f" {SHIFTED_INTEGERS}, {INTEGER_SENTINELS}")
     return {"kind": spec["kind"], "positive": bool(spec.get("positive", False))}
 
 
@@ -368,6 +386,10 @@ def describe_distribution(spec: dict | None) -> str:
         return "the task's own inputs with their floating-point numbers negated"
     if spec["kind"] == FLAT:
         return "the task's own inputs with a sample and a channel of zeros"
+    if spec["kind"] == SHIFTED_INTEGERS:
+        return "the task's own inputs with every integer among them one larger"
+    if spec["kind"] == INTEGER_SENTINELS:
+        return f"the task's own inputs with one element in {SENTINEL_ELEMENTS} of each integer tensor {spec['value']}"
     if spec["kind"] == SPARSE:
         return (f"the task's own inputs with {'one element' if SPARSE_ELEMENTS == 1 else f'{SPARSE_ELEMENTS} elements'}"
                 f" of each floating-point input taken from {describe_distribution(spec['stress'])}")
@@ -496,13 +518,19 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
                     value = sparse_inputs(value, distribution["stress"], seed, position)
                 elif distribution is not None and distribution["kind"] == FLAT:
                     value = flat_inputs(value, seed, position)
-                elif distribution is not None and distribution["kind"] == NEGATED_SCALARS:
-                    pass  # the tensors are the task's own
+                elif distribution is not None and distribution["kind"] in (NEGATED_SCALARS, SHIFTED_INTEGERS,
+                                                                            INTEGER_SENTINELS):
+                    pass  # the floating-point tensors are the task's own
                 elif distribution is not None:
                     value = reshape_distribution(value, distribution, seed, position)
                 if scale != 1.0:
                     value = value * scale
+            elif (distribution is not None and distribution["kind"] == INTEGER_SENTINELS and value.numel()
+                  and not value.dtype.is_complex and value.dtype != torch.bool):
+                value = sentinel_inputs(value, distribution["value"], seed, position)
             value = value.contiguous() if not value.is_contiguous() else value
+        elif type(value) is int and distribution is not None and distribution["kind"] == SHIFTED_INTEGERS:
+            value = value + 1
         elif type(value) is float and math.isfinite(value) and value != 0.0:
             # A number among the inputs is an input too: it changes from set to set, so a
             # kernel that hard-codes get_inputs()'s constant is wrong (integers stay: they
@@ -511,6 +539,18 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
             if distribution is not None and distribution["kind"] == NEGATED_SCALARS:
                 value = -value
         result.append(value)
+    return result
+
+
+def sentinel_inputs(value: torch.Tensor, sentinel: int, seed: int, position: int) -> torch.Tensor:
+    """The integer input ``value`` (the task's own draw) with one element in
+    SENTINEL_ELEMENTS (one at least) set to ``sentinel``, at positions drawn from the set's
+    seed and the input's position."""
+    count = max(1, value.numel() // SENTINEL_ELEMENTS)
+    generator = _generator(value.device, _derived_seed("sentinel", seed, position))
+    places = torch.unique(torch.randint(value.numel(), (count,), generator=generator, device=value.device))
+    result = value.clone(memory_format=torch.contiguous_format)
+    result.view(-1)[places] = sentinel
     return result
 
 

@@ -33,7 +33,10 @@ a candidate's own copies and views match it). A task whose reference normalizes 
 it runs, or a root of a reduction: ``ROOTS``, ``REDUCTIONS``) gets a flat set too
 (``models.FLAT``: slices of zeros, whose variance and mean square are zero), and a task with
 floating-point numbers among its inputs a set with them negated (``models.NEGATED_SCALARS``),
-where the reference stays in its domain.
+where the reference stays in its domain. Integers among the inputs are shifted by one in a set
+of their own (``models.SHIFTED_INTEGERS``) where the outputs keep their shapes (an operand, not
+a size), and integer tensors get sets holding the values the reference's losses ignore
+(``models.INTEGER_SENTINELS``).
 
 The audit also records the state the reference keeps from call to call on its own (tensors
 it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
@@ -87,6 +90,13 @@ ROOTS = frozenset({"sqrt", "rsqrt"})
 REDUCTIONS = frozenset({"mean", "sum", "norm", "linalg_vector_norm", "var", "std"})
 
 
+#: aten operators (overload packets) of the losses that skip targets equal to their
+#: ``ignore_index`` (``models.INTEGER_SENTINELS``), and torch's default for it.
+IGNORING_LOSSES = frozenset({"nll_loss", "nll_loss_forward", "nll_loss2d", "nll_loss2d_forward", "nll_loss_nd",
+                             "cross_entropy_loss"})
+IGNORE_INDEX_DEFAULT = -100
+
+
 def _mean(tensor: torch.Tensor) -> float:
     return tensor.double().mean().item() if tensor.numel() and tensor.dtype.is_floating_point else 0
 
@@ -133,9 +143,14 @@ class Auditor:
         self.tolerance = args["tolerance"]
         self.nulls: NullModels | None = None
         self.own_nonfinite_fraction = 0.0
-        #: Whether the task's own inputs hold floating-point numbers (a negated set applies).
+        #: Whether the task's own inputs hold floating-point numbers (a negated set applies),
+        #: integers (a shifted set applies) and integer tensors (sentinel sets apply).
         self.has_numbers = False
+        self.has_integers = False
+        self.has_integer_tensors = False
         self.kept_state = KeptStateLog(model)
+        #: The shapes and dtypes of the outputs on the task's own inputs.
+        self.output_shapes: list | None = None
 
     def run_set(self, seed: int, scale: float, distribution) -> tuple[Expected, list]:
         """The reference's outputs on one input set (raises models.TaskError if it fails)."""
@@ -173,6 +188,12 @@ class Auditor:
         for index, spec in enumerate(set_specs(self.args)):
             expected, inputs = self.run_set(*spec)
             self.has_numbers = self.has_numbers or any(type(value) is float and value != 0.0 for value in inputs)
+            self.has_integers = self.has_integers or any(type(value) is int for value in inputs)
+            self.has_integer_tensors = self.has_integer_tensors or any(
+                isinstance(value, torch.Tensor) and value.numel() and not value.dtype.is_floating_point
+                and not value.dtype.is_complex and value.dtype != torch.bool for value in inputs)
+            if self.output_shapes is None:
+                self.output_shapes = _shapes(expected)
             if self.nulls is None:
                 self.nulls = NullModels(expected)
             counted += _nonfinite(expected.tensors)
@@ -184,9 +205,11 @@ class Auditor:
         self.own_nonfinite_fraction = counted / total if total else 0.0
         return results
 
-    def probe(self, distribution: dict, names: list[str]) -> dict:
+    def probe(self, distribution: dict, names: list[str], same_shapes: bool = False) -> dict:
         """How ``distribution`` does on PROBES input sets: in the reference's domain or not
-        (and why), and which of the null models ``names`` fail every one of its sets."""
+        (and why), and which of the null models ``names`` fail every one of its sets. With
+        ``same_shapes``, outputs of other shapes or dtypes than the task's own leave the
+        domain too."""
         failing = set(names)
         for probe in range(PROBES):
             seed = models._derived_seed("audit", self.args["seeds"][probe % len(self.args["seeds"])], probe,
@@ -195,6 +218,9 @@ class Auditor:
                 expected, inputs = self.run_set(seed, 1.0, distribution)
             except models.TaskError as error:
                 return {"distribution": distribution, "in_domain": False, "why": str(error), "separates": []}
+            if same_shapes and _shapes(expected) != self.output_shapes:
+                return {"distribution": distribution, "in_domain": False, "separates": [],
+                        "why": "the reference's outputs change shape or dtype (the integers are sizes)"}
             elements = sum(t.numel() for t in expected.tensors)
             fraction = _nonfinite(expected.tensors) / elements if elements else 0.0
             if fraction > self.own_nonfinite_fraction:
@@ -216,10 +242,16 @@ class Auditor:
         return result
 
 
+def _shapes(expected: Expected) -> list:
+    return [(tuple(tensor.shape), str(tensor.dtype)) for tensor in expected.tensors]
+
+
 def _probe_key(distribution: dict) -> tuple:
     """What a probe's seeds are derived from (a stress distribution's as before sparse sets)."""
-    if distribution["kind"] in (models.FLAT, models.NEGATED_SCALARS):
+    if distribution["kind"] in (models.FLAT, models.NEGATED_SCALARS, models.SHIFTED_INTEGERS):
         return (distribution["kind"],)
+    if distribution["kind"] == models.INTEGER_SENTINELS:
+        return distribution["kind"], distribution["value"]
     if distribution["kind"] == models.SPARSE:
         return (models.SPARSE, *_probe_key(distribution["stress"]))
     return distribution["kind"], distribution["positive"]
@@ -271,6 +303,21 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         tried.append(negated)
         if negated["in_domain"]:
             chosen.append(negated["distribution"])
+    # Integers among the inputs are the same in every set: one set shifts them, where they
+    # are operands (the outputs keep their shapes), not sizes.
+    if not remaining and auditor.has_integers:
+        shifted = auditor.probe({"kind": models.SHIFTED_INTEGERS}, [], same_shapes=True)
+        tried.append(shifted)
+        if shifted["in_domain"]:
+            chosen.append(shifted["distribution"])
+    # Integer tensors never hold the values the reference's operators treat apart (a target
+    # a cross entropy ignores): sets that hold them, where the outputs keep their shapes.
+    if not remaining and auditor.has_integer_tensors:
+        for value in _sentinels(run, model):
+            sentinel = auditor.probe({"kind": models.INTEGER_SENTINELS, "value": value}, [], same_shapes=True)
+            tried.append(sentinel)
+            if sentinel["in_domain"]:
+                chosen.append(sentinel["distribution"])
     # A reference that only moves data can be matched by the copies and views a candidate's
     # forward may make itself: nothing tells a kernel from them.
     moves_only = bool(run) and run <= DATA_MOVEMENT
@@ -289,6 +336,19 @@ def audit_task(module, model, args: dict, device: str) -> dict:
             f" model{'s pass' if len(remaining) > 1 else ' passes'} every input set, the task's own and every stress"
             f" distribution tried in the reference's domain ({_tried_text(tried)}). It is not scored.")
     return report
+
+
+def _sentinels(run: set[str], model) -> list[int]:
+    """The integer values the reference's operators give a meaning of their own: the
+    ``ignore_index`` of its losses (-100 unless a module of the model says otherwise)."""
+    if not run & IGNORING_LOSSES:
+        return []
+    values = {IGNORE_INDEX_DEFAULT}
+    for module in model.modules():
+        value = getattr(module, "ignore_index", None)
+        if type(value) is int:
+            values.add(value)
+    return sorted(values)
 
 
 def _tried_text(tried: list) -> str:
