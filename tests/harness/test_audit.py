@@ -184,26 +184,7 @@ def test_a_task_that_only_moves_data_is_unfit_and_says_why():
 
 
 def scalar_task(forward: str):
-    source = f"""
-import torch
-import torch.nn as nn
-
-
-class Model(nn.Module):
-    def forward(self, x, s):
-        return {forward}
-
-
-def get_inputs():
-    return [torch.randn(16, 64), 2.0]
-
-
-def get_init_inputs():
-    return []
-"""
-    module = types.ModuleType("scalar_task")
-    exec(compile(source, "scalar_task.py", "exec"), module.__dict__)
-    return module
+    return two_input_task(forward, "[torch.randn(16, 64), 2.0]", second="s")
 
 
 def test_a_number_among_the_inputs_is_negated_in_one_set_where_the_reference_allows_it():
@@ -215,14 +196,15 @@ def test_a_number_among_the_inputs_is_negated_in_one_set_where_the_reference_all
     assert negated not in run(task("torch.relu(x)", "[torch.randn(16, 256)]"))["stress"], "no number, no such set"
 
 
-def two_input_task(forward: str, inputs: str):
+def two_input_task(forward: str, inputs: str, second: str = "n"):
+    """A task module whose forward takes x and a second input named ``second``."""
     source = f"""
 import torch
 import torch.nn as nn
 
 
 class Model(nn.Module):
-    def forward(self, x, n):
+    def forward(self, x, {second}):
         return {forward}
 
 
