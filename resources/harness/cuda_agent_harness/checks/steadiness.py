@@ -597,7 +597,7 @@ def _shown_contents(contents) -> str:
     if contents is None:
         return "unread contents"
     if contents[0] == "fingerprint":
-        return f"{contents[1]} bytes of fingerprint {(contents[2] ^ contents[3]) & 0xFFFFFFFF:08x}"
+        return f"{contents[1]} bytes of fingerprint {hash(contents[2:]) & 0xFFFFFFFF:08x}"
     if len(contents) == 1:
         return f"a {contents[0]}"
     return contents[1] if len(contents) == 2 else str(contents)
