@@ -58,6 +58,7 @@
 
 // evaluate/.
 #include "cuda_agent/evaluate/reward_policies.hpp"
+#include "cuda_agent/evaluate/staged_evaluator.hpp"
 #include "cuda_agent/evaluate/trusted_evaluator.hpp"
 
 // agent/.
@@ -70,3 +71,6 @@
 #include "cuda_agent/agent/optimize.hpp"
 #include "cuda_agent/agent/prompts.hpp"
 #include "cuda_agent/agent/resume.hpp"
+
+// service/.
+#include "cuda_agent/service/evaluation_pool.hpp"

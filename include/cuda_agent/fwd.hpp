@@ -228,9 +228,25 @@ struct VerificationPolicy;
 struct HarnessOptions;
 class HarnessVerifier;
 
+// evaluate/staged_evaluator.hpp
+struct PreparedCandidate;
+class AnyStagedEvaluator;
+
 // evaluate/trusted_evaluator.hpp
 struct TrustedEvaluatorOptions;
 // TrustedEvaluator<V, S> is constrained by concepts: include evaluate/trusted_evaluator.hpp.
+
+// service/evaluation_pool.hpp
+enum class PoolStage;
+enum class PoolOutcome;
+struct PoolSlot;
+struct EvaluationRequest;
+struct PoolResult;
+struct PoolEvent;
+struct PoolCounters;
+struct EvaluationPoolOptions;
+class PoolFull;
+class EvaluationPool;
 
 // verify/verify_tool.hpp
 struct VerifyToolOptions;

@@ -9,6 +9,7 @@
 /// driver, verifies the built candidate, and profiles it when a profiler is configured.
 /// Whatever the candidate does ends in an `Evaluation`, never in an exception.
 
+#include <atomic>        // atomic
 #include <chrono>        // steady_clock
 #include <exception>     // exception
 #include <filesystem>    // path, create_directories, remove_all
@@ -26,6 +27,7 @@
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/compile/compile_driver.hpp"
+#include "cuda_agent/evaluate/staged_evaluator.hpp"
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/evaluator.hpp"
 #include "cuda_agent/profiler.hpp"
@@ -67,20 +69,27 @@ class TrustedEvaluator {
   [[nodiscard]] CompileDriver<S>& compiler() noexcept { return *compiler_; }
   [[nodiscard]] const TrustedEvaluatorOptions& options() const noexcept { return options_; }
 
+  /// The whole evaluation: `prepare`, then `verify` and `profile`.
   [[nodiscard]] Evaluation evaluate(const Task& task, const std::filesystem::path& candidate_directory) {
-    Evaluation evaluation;
+    PreparedCandidate prepared = prepare(task, candidate_directory);
+    verify(prepared);
+    profile(prepared);
+    return std::move(prepared.evaluation);
+  }
+
+  /// The stages that need no GPU: the candidate's sources copied into a pristine directory,
+  /// the static checks, the build. A candidate refused on the way carries its verdict
+  /// (`PreparedCandidate::ready()` is false). May be called from several threads at once.
+  [[nodiscard]] PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory) {
+    PreparedCandidate prepared;
+    prepared.task = task;
+    Evaluation& evaluation = prepared.evaluation;
     const std::filesystem::path root =
-        options_.work_directory / (std::to_string(++count_) + "-" + detail::random_hex(4));
+        options_.work_directory / (std::to_string(++*count_) + "-" + detail::random_hex(4));
     const std::filesystem::path source = root / "source";
     const std::filesystem::path build = root / "build";
-    struct Cleanup {
-      std::filesystem::path root;
-      bool keep;
-      ~Cleanup() {
-        std::error_code ignored;
-        if (!keep) std::filesystem::remove_all(root, ignored);
-      }
-    } cleanup{root, options_.keep_directories};
+    prepared.candidate = Candidate{source, build};
+    prepared.directories = std::make_shared<detail::DirectoryCleanup>(root, options_.keep_directories);
 
     // 1. Only the candidate's own source files, copied by the host.
     report("copying the candidate's sources");
@@ -94,7 +103,7 @@ class TrustedEvaluator {
     } catch (const std::exception& error) {
       evaluation.compile.log = std::string("the candidate's files could not be copied: ") + error.what();
       evaluation.verification = rejection(RejectionReason::load_error, evaluation.compile.log);
-      return evaluation;
+      return prepared;
     }
     nlohmann::json skipped = nlohmann::json::array();
     for (const auto& [path, why] : sources.skipped) skipped.push_back({{"path", path}, {"reason", why}});
@@ -109,12 +118,12 @@ class TrustedEvaluator {
           VerificationResult result;
           result.rejection = std::move(rejected);
           evaluation.verification = std::move(result);
-          return evaluation;
+          return prepared;
         }
       } catch (const std::exception& error) {
         evaluation.verification =
             rejection(RejectionReason::harness_error, std::string("the static checks could not run: ") + error.what());
-        return evaluation;
+        return prepared;
       }
     }
 
@@ -130,7 +139,7 @@ class TrustedEvaluator {
       evaluation.compile.succeeded = false;
       evaluation.compile.log = std::string("the compile driver failed (not the candidate's fault): ") + error.what();
       evaluation.verification = rejection(RejectionReason::harness_error, evaluation.compile.log);
-      return evaluation;
+      return prepared;
     }
     evaluation.compile.details["skipped_files"] = skipped;
     // A module the driver refused for what it links is a verdict on the candidate, like
@@ -144,27 +153,33 @@ class TrustedEvaluator {
       result.rejection = Rejection{
           RejectionReason::forbidden_symbol, std::move(message), {{"stage", "link"}, {"violations", *refused}}};
       evaluation.verification = std::move(result);
-      return evaluation;
     }
-    if (!evaluation.compile.succeeded) return evaluation;
+    return prepared;
+  }
 
-    // 4. Verify.
+  /// Verifies a candidate `prepare` built (nothing for one it refused). `prepared` may
+  /// come from another TrustedEvaluator that shares the work directory.
+  void verify(PreparedCandidate& prepared) {
+    if (!prepared.ready()) return;
     report("verifying");
-    const Candidate candidate{source, build};
     try {
-      evaluation.verification = verifier_.verify(task, candidate);
+      prepared.evaluation.verification = verifier_.verify(prepared.task, prepared.candidate);
     } catch (const std::exception& error) {
-      evaluation.verification =
+      prepared.evaluation.verification =
           rejection(RejectionReason::harness_error,
                     std::string("the verifier failed (not the candidate's fault): ") + error.what());
-      return evaluation;
     }
-    if (!evaluation.verification->correct || !profiler_) return evaluation;
+  }
 
-    // 5. Profile.
+  /// Times a verified candidate when a profiler is configured (nothing otherwise).
+  void profile(PreparedCandidate& prepared) {
+    Evaluation& evaluation = prepared.evaluation;
+    if (!profiler_ || !evaluation.compile.succeeded || !evaluation.verification || !evaluation.verification->correct ||
+        evaluation.profile)
+      return;
     report("profiling");
     try {
-      evaluation.profile = profiler_->profile(task, candidate);
+      evaluation.profile = profiler_->profile(prepared.task, prepared.candidate);
     } catch (const std::exception& error) {
       ProfileResult failed;
       failed.rejection = Rejection{RejectionReason::harness_error,
@@ -172,7 +187,6 @@ class TrustedEvaluator {
                                    {}};
       evaluation.profile = std::move(failed);
     }
-    return evaluation;
   }
 
  private:
@@ -190,9 +204,10 @@ class TrustedEvaluator {
   V verifier_;
   std::optional<AnyProfiler> profiler_;
   TrustedEvaluatorOptions options_;
-  std::size_t count_ = 0;
+  /// Evaluations begun, shared by the copies of a moved evaluator and safe across threads.
+  std::shared_ptr<std::atomic<std::size_t>> count_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
-static_assert(Evaluator<TrustedEvaluator<>>);
+static_assert(StagedEvaluator<TrustedEvaluator<>>);
 
 }  // namespace cuda_agent

@@ -1,0 +1,646 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// `EvaluationPool`: many trusted evaluations at once, streamed through the stages of a
+/// `StagedEvaluator`. Builds run on build workers (CPU only, sharing one evaluator's
+/// compile driver and caches), so a build never holds a device; each slot (a GPU, or a CPU
+/// for hosts and tests without one) verifies and times one candidate at a time with an
+/// evaluator of its own. Slots of one device may verify side by side, and timing has the
+/// device to itself: it waits for the verifications running there, and new ones wait for
+/// it. Requests go by priority, then deadline, then arrival, never in waves; a request
+/// past its deadline or cancelled stops at the next stage; the number of requests not
+/// finished is bounded and a full pool says so (`PoolFull`). A repeated request (the same
+/// task, files, policy and environment) is answered from the cache without any work.
+/// Failures of the evaluation itself (a worker lost, a harness error) come back as
+/// infrastructure errors, never as the candidate's verdict, so that a trainer retries or
+/// skips the sample instead of scoring it; the slot's evaluator is replaced after one.
+
+#include <algorithm>           // max_element, find
+#include <chrono>              // steady_clock, milliseconds, duration_cast
+#include <condition_variable>  // condition_variable, condition_variable_any
+#include <cstddef>             // size_t
+#include <cstdint>             // uint64_t
+#include <exception>           // exception
+#include <filesystem>          // path, remove_all
+#include <functional>          // function
+#include <future>              // promise, shared_future
+#include <map>                 // map
+#include <memory>              // shared_ptr, make_shared, unique_ptr
+#include <mutex>               // mutex, unique_lock, lock_guard
+#include <optional>            // optional
+#include <stdexcept>           // runtime_error, invalid_argument
+#include <stop_token>          // stop_token
+#include <string>              // string, to_string
+#include <system_error>        // error_code
+#include <thread>              // jthread
+#include <utility>             // move
+#include <vector>              // vector
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_agent/candidate_files.hpp"
+#include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/harness_session.hpp"
+#include "cuda_agent/detail/sha256.hpp"
+#include "cuda_agent/evaluate/staged_evaluator.hpp"
+#include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/task.hpp"
+#include "cuda_agent/verify/harness_worker.hpp"
+
+namespace cuda_agent {
+
+/// Where a pool runs candidates: one device (`device` "cuda" with its `index`, or "cpu").
+/// Several slots may name the same device.
+struct PoolSlot {
+  std::string device = "cpu";
+  int index = 0;
+
+  /// "cuda:0", "cpu:1": what results and counters call the slot's device.
+  [[nodiscard]] std::string device_name() const { return device + ":" + std::to_string(index); }
+};
+
+/// One evaluation to run.
+struct EvaluationRequest {
+  Task task;
+  /// The candidate's directory (model_new.py and kernels/); its source files are copied
+  /// when the request is accepted, so later changes to it do not reach the evaluation.
+  std::filesystem::path candidate_directory;
+  /// The settings that change a verdict (tolerance profile, library policy, timing budget),
+  /// as the host describes them: part of the cache key, never interpreted by the pool.
+  nlohmann::json policy = nlohmann::json::object();
+  /// Higher first.
+  int priority = 0;
+  /// Not started on a further stage after this time (finished as `PoolOutcome::expired`).
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+};
+
+enum class PoolStage { queued, building, waiting_for_slot, verifying, timing, finished };
+enum class PoolOutcome {
+  evaluated,             ///< `PoolResult::evaluation` is the verdict on the candidate
+  infrastructure_error,  ///< the evaluation failed for reasons not the candidate's; retry or skip it
+  cancelled,
+  expired,  ///< its deadline passed before it finished
+};
+
+[[nodiscard]] inline const char* to_string(PoolStage stage) noexcept {
+  switch (stage) {
+    case PoolStage::queued: return "queued";
+    case PoolStage::building: return "building";
+    case PoolStage::waiting_for_slot: return "waiting_for_slot";
+    case PoolStage::verifying: return "verifying";
+    case PoolStage::timing: return "timing";
+    case PoolStage::finished: return "finished";
+  }
+  return "unknown";
+}
+
+[[nodiscard]] inline const char* to_string(PoolOutcome outcome) noexcept {
+  switch (outcome) {
+    case PoolOutcome::evaluated: return "evaluated";
+    case PoolOutcome::infrastructure_error: return "infrastructure_error";
+    case PoolOutcome::cancelled: return "cancelled";
+    case PoolOutcome::expired: return "expired";
+  }
+  return "unknown";
+}
+
+struct PoolResult {
+  std::string id;
+  PoolOutcome outcome = PoolOutcome::evaluated;
+  /// The evaluation (for an infrastructure error, as far as it went).
+  std::optional<Evaluation> evaluation;
+  /// Why it was not evaluated (infrastructure errors, cancellations, expiries).
+  std::string message;
+  /// Answered from the cache: no work was done for this request.
+  bool cached = false;
+  /// The device that verified it ("cuda:0"), empty when it never reached one.
+  std::string device;
+  std::chrono::milliseconds queued_for{0};
+  std::chrono::milliseconds building_for{0};
+  std::chrono::milliseconds on_device_for{0};
+};
+
+/// A request moved to another stage; `outcome` is set on `PoolStage::finished`.
+struct PoolEvent {
+  std::string id;
+  PoolStage stage = PoolStage::queued;
+  std::optional<PoolOutcome> outcome;
+  std::string device;
+};
+
+struct PoolCounters {
+  /// Requests in each stage now.
+  std::size_t queued = 0, building = 0, waiting_for_slot = 0, verifying = 0, timing = 0;
+  /// Requests finished, by outcome, and those answered from the cache among them.
+  std::size_t evaluated = 0, infrastructure_errors = 0, cancelled = 0, expired = 0, cache_hits = 0;
+  /// Time each device spent verifying or timing (overlapping verifications count once each).
+  std::map<std::string, std::chrono::milliseconds> busy;
+};
+
+/// A request the pool cannot take: it holds as many unfinished requests as it may, or it
+/// is closing. Nothing was queued; the message says which.
+class PoolFull : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct EvaluationPoolOptions {
+  std::vector<PoolSlot> slots{PoolSlot{}};
+  std::size_t build_workers = 1;
+  /// Requests accepted and not finished, at most.
+  std::size_t max_pending = 256;
+  /// Where the copies of candidates' files go until their evaluation ends. Empty: a
+  /// directory under the system's temporary directory.
+  std::filesystem::path work_directory;
+  /// What else a verdict depends on (GPU, driver, torch, harness and library versions):
+  /// part of the cache key, so that a fix to the evaluator invalidates what it decided.
+  std::string environment;
+  bool cache_results = true;
+  /// Called on every change of stage, from the pool's threads, with no lock held.
+  std::function<void(const PoolEvent&)> on_event;
+};
+
+class EvaluationPool {
+ public:
+  /// Makes the evaluator of a slot (again, after an infrastructure error).
+  using SlotEvaluatorFactory = std::function<AnyStagedEvaluator(const PoolSlot&)>;
+
+  struct Ticket {
+    std::string id;
+    std::shared_future<PoolResult> result;
+  };
+
+  /// `builder` prepares every candidate (from all build workers at once); each slot gets an
+  /// evaluator of its own from `slot_evaluator`.
+  EvaluationPool(EvaluationPoolOptions options, AnyStagedEvaluator builder, SlotEvaluatorFactory slot_evaluator)
+      : options_(std::move(options)), builder_(std::move(builder)), make_evaluator_(std::move(slot_evaluator)) {
+    if (options_.slots.empty()) throw std::invalid_argument("EvaluationPool needs at least one slot");
+    if (options_.build_workers == 0) throw std::invalid_argument("EvaluationPool needs at least one build worker");
+    if (options_.max_pending == 0) throw std::invalid_argument("EvaluationPool: max_pending must be positive");
+    if (!make_evaluator_) throw std::invalid_argument("EvaluationPool needs a factory of slot evaluators");
+    if (options_.work_directory.empty())
+      options_.work_directory = std::filesystem::temp_directory_path() / ("cuda-agent-pool-" + detail::random_hex(6));
+    detail::make_open_directory(options_.work_directory);
+    for (const PoolSlot& slot : options_.slots) {
+      gates_.try_emplace(slot.device_name(), std::make_unique<DeviceGate>());
+      counters_.busy.try_emplace(slot.device_name(), std::chrono::milliseconds{0});
+      slot_evaluators_.push_back(make_evaluator_(slot));
+    }
+    for (std::size_t i = 0; i < options_.build_workers; ++i)
+      workers_.emplace_back([this](const std::stop_token& stop) { build_loop(stop); });
+    for (std::size_t i = 0; i < options_.slots.size(); ++i)
+      workers_.emplace_back([this, i](const std::stop_token& stop) { slot_loop(stop, i); });
+  }
+
+  EvaluationPool(const EvaluationPool&) = delete;
+  EvaluationPool& operator=(const EvaluationPool&) = delete;
+
+  /// Cancels what waits, lets what runs finish its stage, and stops.
+  ~EvaluationPool() {
+    {
+      std::unique_lock lock(mutex_);
+      closing_ = true;
+      for (auto& [id, job] : jobs_) job->cancel_requested = true;
+    }
+    cancel_waiting();
+    {
+      std::unique_lock lock(mutex_);
+      idle_.wait(lock, [&] { return jobs_.empty(); });
+    }
+    for (auto& worker : workers_) worker.request_stop();
+    work_.notify_all();
+    workers_.clear();
+    std::error_code ignored;
+    std::filesystem::remove_all(options_.work_directory, ignored);
+  }
+
+  /// Accepts `request` (throws PoolFull when the pool holds `max_pending` unfinished
+  /// requests, or is closing). The result comes through the ticket's future.
+  [[nodiscard]] Ticket submit(EvaluationRequest request) {
+    auto job = std::make_shared<Job>();
+    job->request = std::move(request);
+    job->accepted = std::chrono::steady_clock::now();
+    const std::filesystem::path snapshot = options_.work_directory / ("request-" + detail::random_hex(8));
+    try {
+      const CandidateSources sources = read_candidate_sources(job->request.candidate_directory);
+      write_candidate_sources(sources.files, snapshot);
+      job->snapshot = std::make_shared<detail::DirectoryCleanup>(snapshot, false);
+      job->directory = snapshot;
+      if (options_.cache_results) job->cache_key = cache_key(job->request, sources.files);
+    } catch (const std::exception&) {
+      // Unreadable: the builder reads the directory itself and says why, as the verdict.
+      job->directory = job->request.candidate_directory;
+    }
+    std::vector<PoolEvent> events;
+    Ticket ticket;
+    {
+      std::unique_lock lock(mutex_);
+      if (closing_) throw PoolFull("the pool is closing: it takes no new requests");
+      job->id = "evaluation-" + std::to_string(++submitted_) + "-" + detail::random_hex(4);
+      ticket = Ticket{job->id, job->promise.get_future().share()};
+      if (!job->cache_key.empty())
+        if (const auto hit = cache_.find(job->cache_key); hit != cache_.end()) {
+          PoolResult result = hit->second;
+          result.id = job->id;
+          result.cached = true;
+          result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
+          ++counters_.cache_hits;
+          ++counters_.evaluated;
+          job->promise.set_value(std::move(result));
+          events.push_back(PoolEvent{job->id, PoolStage::finished, PoolOutcome::evaluated, {}});
+          lock.unlock();
+          emit(events);
+          return ticket;
+        }
+      if (jobs_.size() >= options_.max_pending)
+        throw PoolFull("the pool holds " + std::to_string(jobs_.size()) +
+                       " unfinished requests, its limit (max_pending): submit again when one finishes");
+      job->sequence = submitted_;
+      jobs_.emplace(job->id, job);
+      build_queue_.push_back(job);
+      ++counters_.queued;
+      events.push_back(PoolEvent{job->id, PoolStage::queued, std::nullopt, {}});
+    }
+    work_.notify_all();
+    emit(events);
+    return ticket;
+  }
+
+  /// Cancels a request that has not finished: at once if it waits, after its current
+  /// stage if it runs. False for an unknown or finished one.
+  bool cancel(const std::string& id) {
+    std::vector<PoolEvent> events;
+    {
+      std::unique_lock lock(mutex_);
+      const auto found = jobs_.find(id);
+      if (found == jobs_.end()) return false;
+      const std::shared_ptr<Job> job = found->second;
+      job->cancel_requested = true;
+      if (take_from(build_queue_, job) || take_from(slot_queue_, job))
+        finish(lock, job, PoolOutcome::cancelled, "cancelled before it ran", events);
+    }
+    emit(events);
+    return true;
+  }
+
+  /// The stage of an unfinished request (nothing for an unknown or finished one).
+  [[nodiscard]] std::optional<PoolStage> stage(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    const auto found = jobs_.find(id);
+    if (found == jobs_.end()) return std::nullopt;
+    return found->second->stage;
+  }
+
+  [[nodiscard]] PoolCounters counters() const {
+    const std::lock_guard lock(mutex_);
+    return counters_;
+  }
+
+  /// Takes no new requests, and returns once every accepted one has finished.
+  void close() {
+    std::unique_lock lock(mutex_);
+    closing_ = true;
+    idle_.wait(lock, [&] { return jobs_.empty(); });
+  }
+
+ private:
+  struct Job {
+    std::string id;
+    EvaluationRequest request;
+    std::filesystem::path directory;
+    std::shared_ptr<detail::DirectoryCleanup> snapshot;
+    std::string cache_key;
+    std::promise<PoolResult> promise;
+    PoolStage stage = PoolStage::queued;
+    bool cancel_requested = false;
+    std::uint64_t sequence = 0;
+    std::optional<PreparedCandidate> prepared;
+    std::string device;
+    std::chrono::steady_clock::time_point accepted, stage_started;
+    std::chrono::milliseconds queued_for{0}, building_for{0}, on_device_for{0};
+  };
+  using JobQueue = std::vector<std::shared_ptr<Job>>;
+
+  /// Verifications of one device share it; timing has it alone. A waiting timer keeps new
+  /// verifications out, so that a busy queue cannot starve it.
+  class DeviceGate {
+   public:
+    void lock_shared() {
+      std::unique_lock lock(mutex_);
+      changed_.wait(lock, [&] { return !timing_ && timers_waiting_ == 0; });
+      ++verifying_;
+    }
+    void unlock_shared() {
+      const std::lock_guard lock(mutex_);
+      --verifying_;
+      changed_.notify_all();
+    }
+    void lock() {
+      std::unique_lock lock(mutex_);
+      ++timers_waiting_;
+      changed_.wait(lock, [&] { return !timing_ && verifying_ == 0; });
+      --timers_waiting_;
+      timing_ = true;
+    }
+    void unlock() {
+      const std::lock_guard lock(mutex_);
+      timing_ = false;
+      changed_.notify_all();
+    }
+
+   private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::size_t verifying_ = 0;
+    std::size_t timers_waiting_ = 0;
+    bool timing_ = false;
+  };
+
+  std::string cache_key(const EvaluationRequest& request, const std::map<std::string, std::string>& files) const {
+    detail::Sha256 hash;
+    hash.update("task\n").update(request.task.content_hash()).update("\npolicy\n").update(request.policy.dump());
+    hash.update("\nenvironment\n").update(options_.environment).update("\nfiles\n");
+    for (const auto& [path, content] : files)
+      hash.update(path).update(std::string(1, '\0')).update(std::to_string(content.size())).update(content);
+    return hash.hex_digest();
+  }
+
+  /// The job that goes first: the highest priority, then the earliest deadline, then the
+  /// earliest arrival.
+  static JobQueue::iterator first_of(JobQueue& queue) {
+    return std::min_element(queue.begin(), queue.end(), [](const auto& a, const auto& b) {
+      if (a->request.priority != b->request.priority) return a->request.priority > b->request.priority;
+      const auto deadline = [](const Job& job) {
+        return job.request.deadline.value_or(std::chrono::steady_clock::time_point::max());
+      };
+      if (deadline(*a) != deadline(*b)) return deadline(*a) < deadline(*b);
+      return a->sequence < b->sequence;
+    });
+  }
+
+  static bool take_from(JobQueue& queue, const std::shared_ptr<Job>& job) {
+    const auto found = std::find(queue.begin(), queue.end(), job);
+    if (found == queue.end()) return false;
+    queue.erase(found);
+    return true;
+  }
+
+  static bool expired(const Job& job) {
+    return job.request.deadline && std::chrono::steady_clock::now() > *job.request.deadline;
+  }
+
+  static std::chrono::milliseconds since(std::chrono::steady_clock::time_point start) {
+    return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - start);
+  }
+
+  std::size_t& count_of(PoolStage stage) {
+    switch (stage) {
+      case PoolStage::queued: return counters_.queued;
+      case PoolStage::building: return counters_.building;
+      case PoolStage::waiting_for_slot: return counters_.waiting_for_slot;
+      case PoolStage::verifying: return counters_.verifying;
+      case PoolStage::timing: return counters_.timing;
+      case PoolStage::finished: break;
+    }
+    return unused_count_;
+  }
+
+  /// Under the lock.
+  void move_to(const std::shared_ptr<Job>& job, PoolStage stage, std::vector<PoolEvent>& events) {
+    --count_of(job->stage);
+    job->stage = stage;
+    ++count_of(stage);
+    job->stage_started = std::chrono::steady_clock::now();
+    events.push_back(PoolEvent{job->id, stage, std::nullopt, job->device});
+  }
+
+  /// Under the lock: the job's result, its counters, the cache, its event.
+  void finish(std::unique_lock<std::mutex>&, const std::shared_ptr<Job>& job, PoolOutcome outcome, std::string message,
+              std::vector<PoolEvent>& events) {
+    PoolResult result;
+    result.id = job->id;
+    if (job->prepared) result.evaluation = std::move(job->prepared->evaluation);
+    if (outcome == PoolOutcome::evaluated && result.evaluation) {
+      if (const auto rejection = result.evaluation->rejection();
+          rejection && rejection->reason == RejectionReason::harness_error) {
+        outcome = PoolOutcome::infrastructure_error;
+        message = rejection->message;
+      }
+    }
+    result.outcome = outcome;
+    result.message = std::move(message);
+    result.device = job->device;
+    result.queued_for = job->queued_for;
+    result.building_for = job->building_for;
+    result.on_device_for = job->on_device_for;
+    --count_of(job->stage);
+    job->stage = PoolStage::finished;
+    switch (outcome) {
+      case PoolOutcome::evaluated: ++counters_.evaluated; break;
+      case PoolOutcome::infrastructure_error: ++counters_.infrastructure_errors; break;
+      case PoolOutcome::cancelled: ++counters_.cancelled; break;
+      case PoolOutcome::expired: ++counters_.expired; break;
+    }
+    if (outcome == PoolOutcome::evaluated && !job->cache_key.empty()) cache_.insert_or_assign(job->cache_key, result);
+    events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device});
+    job->prepared.reset();
+    job->promise.set_value(std::move(result));
+    jobs_.erase(job->id);
+    if (jobs_.empty()) idle_.notify_all();
+  }
+
+  void cancel_waiting() {
+    std::vector<PoolEvent> events;
+    {
+      std::unique_lock lock(mutex_);
+      for (JobQueue* queue : {&build_queue_, &slot_queue_}) {
+        const JobQueue waiting = std::move(*queue);
+        queue->clear();
+        for (const auto& job : waiting) finish(lock, job, PoolOutcome::cancelled, "the pool closed before it ran", events);
+      }
+    }
+    emit(events);
+  }
+
+  /// Under the lock: a job taken from a queue that must not go on (cancelled, or past its
+  /// deadline) is finished here; true if it was.
+  bool stopped_here(std::unique_lock<std::mutex>& lock, const std::shared_ptr<Job>& job,
+                    std::vector<PoolEvent>& events) {
+    if (job->cancel_requested) {
+      finish(lock, job, PoolOutcome::cancelled, "cancelled", events);
+      return true;
+    }
+    if (expired(*job)) {
+      finish(lock, job, PoolOutcome::expired, std::string("its deadline passed while it was ") + to_string(job->stage),
+             events);
+      return true;
+    }
+    return false;
+  }
+
+  /// Waits for the first job of `queue` and moves it to `stage` (on `device`, when the stage
+  /// has one): nothing when the pool stops, a null job when that one was cancelled or
+  /// expired meanwhile (finished here).
+  std::optional<std::shared_ptr<Job>> take_next(const std::stop_token& stop, JobQueue& queue, const std::string& device,
+                                                PoolStage stage, std::vector<PoolEvent>& events) {
+    std::unique_lock lock(mutex_);
+    work_.wait(lock, stop, [&] { return !queue.empty(); });
+    if (stop.stop_requested()) return std::nullopt;
+    const auto first = first_of(queue);
+    std::shared_ptr<Job> job = *first;
+    queue.erase(first);
+    if (stage == PoolStage::building) job->queued_for = since(job->accepted);
+    if (!device.empty()) job->device = device;
+    if (stopped_here(lock, job, events)) return std::shared_ptr<Job>{};
+    move_to(job, stage, events);
+    return job;
+  }
+
+  void build_loop(const std::stop_token& stop) {
+    while (true) {
+      std::vector<PoolEvent> events;
+      std::optional<std::shared_ptr<Job>> next = take_next(stop, build_queue_, {}, PoolStage::building, events);
+      if (!next) return;
+      std::shared_ptr<Job> job = std::move(*next);
+      emit(events);
+      if (!job) continue;
+      std::optional<PreparedCandidate> prepared;
+      std::string failure;
+      try {
+        prepared = builder_.prepare(job->request.task, job->directory);
+      } catch (const std::exception& error) {
+        failure = std::string("the build stage failed (not the candidate's fault): ") + error.what();
+      }
+      events.clear();
+      {
+        std::unique_lock lock(mutex_);
+        job->building_for = since(job->stage_started);
+        job->prepared = std::move(prepared);
+        if (!failure.empty()) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        else if (!job->prepared->ready())
+          finish(lock, job, PoolOutcome::evaluated, {}, events);
+        else if (!stopped_here(lock, job, events)) {
+          move_to(job, PoolStage::waiting_for_slot, events);
+          slot_queue_.push_back(job);
+        }
+      }
+      work_.notify_all();
+      emit(events);
+    }
+  }
+
+  void slot_loop(const std::stop_token& stop, std::size_t index) {
+    const std::string device = options_.slots[index].device_name();
+    while (true) {
+      std::vector<PoolEvent> events;
+      std::optional<std::shared_ptr<Job>> next = take_next(stop, slot_queue_, device, PoolStage::verifying, events);
+      if (!next) return;
+      std::shared_ptr<Job> job = std::move(*next);
+      emit(events);
+      if (!job) continue;
+      const auto started = std::chrono::steady_clock::now();
+      std::string failure = run_stage(index, *job, /*timing=*/false);
+      bool failed = !failure.empty();
+      events.clear();
+      bool time_it = false;
+      {
+        std::unique_lock lock(mutex_);
+        const PreparedCandidate& prepared = *job->prepared;
+        const bool correct = prepared.evaluation.verification && prepared.evaluation.verification->correct;
+        job->on_device_for = since(started);
+        if (failed) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        else if (!correct)
+          finish(lock, job, PoolOutcome::evaluated, {}, events);
+        else if (!stopped_here(lock, job, events)) {
+          move_to(job, PoolStage::timing, events);
+          time_it = true;
+        }
+        if (!time_it) record_busy(device, started);
+      }
+      emit(events);
+      if (!time_it) {
+        if (failed) replace_evaluator(index);
+        continue;
+      }
+      failure = run_stage(index, *job, /*timing=*/true);
+      failed = !failure.empty();
+      events.clear();
+      {
+        std::unique_lock lock(mutex_);
+        job->on_device_for = since(started);
+        record_busy(device, started);
+        if (failed) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        else
+          finish(lock, job, PoolOutcome::evaluated, {}, events);
+      }
+      emit(events);
+      if (failed) replace_evaluator(index);
+    }
+  }
+
+  /// Verification (shared with the device's other slots) or timing (alone on the device);
+  /// what failed, if the stage threw.
+  std::string run_stage(std::size_t index, Job& job, bool timing) {
+    DeviceGate& gate = *gates_.at(options_.slots[index].device_name());
+    try {
+      if (timing) {
+        const std::lock_guard exclusive(gate);
+        slot_evaluators_[index].profile(*job.prepared);
+      } else {
+        gate.lock_shared();
+        struct Release {
+          DeviceGate& gate;
+          ~Release() { gate.unlock_shared(); }
+        } release{gate};
+        slot_evaluators_[index].verify(*job.prepared);
+      }
+    } catch (const std::exception& error) {
+      return std::string("the ") + (timing ? "timing" : "verification") +
+             " stage failed (not the candidate's fault): " + error.what();
+    }
+    return {};
+  }
+
+  /// Under the lock.
+  void record_busy(const std::string& device, std::chrono::steady_clock::time_point started) {
+    counters_.busy[device] += since(started);
+  }
+
+  /// A fresh evaluator for a slot whose stage failed (its workers may be lost or wedged).
+  void replace_evaluator(std::size_t index) {
+    try {
+      slot_evaluators_[index] = make_evaluator_(options_.slots[index]);
+    } catch (const std::exception&) {
+      // Keep the old one: the next request on this slot tells whether it still works.
+    }
+  }
+
+  void emit(const std::vector<PoolEvent>& events) const {
+    if (!options_.on_event) return;
+    for (const PoolEvent& event : events) options_.on_event(event);
+  }
+
+  EvaluationPoolOptions options_;
+  AnyStagedEvaluator builder_;
+  SlotEvaluatorFactory make_evaluator_;
+  std::vector<AnyStagedEvaluator> slot_evaluators_;
+  std::map<std::string, std::unique_ptr<DeviceGate>> gates_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable_any work_;
+  std::condition_variable_any idle_;
+  bool closing_ = false;
+  std::uint64_t submitted_ = 0;
+  std::map<std::string, std::shared_ptr<Job>> jobs_;
+  JobQueue build_queue_;
+  JobQueue slot_queue_;
+  std::map<std::string, PoolResult> cache_;
+  PoolCounters counters_;
+  std::size_t unused_count_ = 0;
+
+  // Last: they stop and join first when the pool goes.
+  std::vector<std::jthread> workers_;
+};
+
+}  // namespace cuda_agent
