@@ -44,14 +44,16 @@ struct Script {
 
 /// Behaviour by task name: "refused" is not built; "wrong" verifies incorrect; "crash"
 /// throws in verification; "harness" fails with a harness error; "slow" and "hold" take
-/// their time; anything else is correct and timed.
+/// their time; "oom" runs out of device memory when another verification runs beside it,
+/// "oom_always" whatever runs beside it; anything else is correct and timed.
 struct ScriptedEvaluator {
   std::shared_ptr<Script> script;
 
   ca::PreparedCandidate prepare(const ca::Task& task, const std::filesystem::path& directory) {
     ca::PreparedCandidate prepared{task, {}, {}, nullptr};
     // Built from the files it was given: none, no build.
-    prepared.evaluation.compile.succeeded = task.name != "refused" && std::filesystem::exists(directory / "model_new.py");
+    prepared.evaluation.compile.succeeded =
+        task.name != "refused" && std::filesystem::exists(directory / "model_new.py");
     const std::lock_guard lock(script->mutex);
     ++script->prepared[task.name];
     script->changed.notify_all();
@@ -60,12 +62,14 @@ struct ScriptedEvaluator {
 
   void verify(ca::PreparedCandidate& prepared) {
     const std::string& name = prepared.task.name;
+    bool crowded = false;
     {
       std::unique_lock lock(script->mutex);
       script->verified.push_back(name);
       script->changed.notify_all();
       ++script->verifying_now;
       script->most_verifying = std::max(script->most_verifying, script->verifying_now);
+      crowded = script->verifying_now > 1;
       if (script->timing_now > 0) script->timed_beside_verification = true;
       if (name == "hold") script->changed.wait(lock, [&] { return script->release; });
     }
@@ -80,6 +84,12 @@ struct ScriptedEvaluator {
     if (name == "wrong") result.rejection = ca::Rejection{ca::RejectionReason::value_mismatch, "wrong at (0, 0)", {}};
     if (name == "harness")
       result.rejection = ca::Rejection{ca::RejectionReason::harness_error, "the harness crashed", {}};
+    if ((name == "oom" && crowded) || name == "oom_always") {
+      result.correct = false;
+      result.rejection = ca::Rejection{ca::RejectionReason::runtime_error,
+                                       "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+                                       {}};
+    }
     prepared.evaluation.verification = result;
   }
 
@@ -109,7 +119,8 @@ static_assert(ca::StagedEvaluator<ScriptedEvaluator>);
 
 struct Fixture {
   std::shared_ptr<Script> script = std::make_shared<Script>();
-  std::filesystem::path root = std::filesystem::temp_directory_path() / ("cuda-agent-pool-test-" + ca::detail::random_hex(4));
+  std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("cuda-agent-pool-test-" + ca::detail::random_hex(4));
 
   Fixture() { std::filesystem::create_directories(root); }
   ~Fixture() {
@@ -195,7 +206,8 @@ TEST_CASE("timing waits for the verifications on its device, and new ones wait f
   options.slots = {{"cpu", 0}, {"cpu", 0}, {"cpu", 0}};
   auto pool = fixture.pool(options);
   std::vector<ca::EvaluationPool::Ticket> tickets;
-  for (int i = 0; i < 9; ++i) tickets.push_back(pool->submit(fixture.request(i % 3 == 0 ? "timed" : "busy" + std::to_string(i))));
+  for (int i = 0; i < 9; ++i)
+    tickets.push_back(pool->submit(fixture.request(i % 3 == 0 ? "timed" : "busy" + std::to_string(i))));
   for (const auto& ticket : tickets) CHECK(wait(ticket).outcome == ca::PoolOutcome::evaluated);
   CHECK_FALSE(fixture.script->timed_beside_verification);
 }
@@ -214,7 +226,8 @@ TEST_CASE("requests go by priority, then deadline, then arrival") {
   early.deadline = soon;
   late.deadline = soon + 10s;
   const std::vector<ca::EvaluationPool::Ticket> tickets{pool->submit(fixture.request("plain")), pool->submit(late),
-                                                        pool->submit(early), pool->submit(fixture.request("urgent", 5))};
+                                                        pool->submit(early),
+                                                        pool->submit(fixture.request("urgent", 5))};
   REQUIRE(fixture.eventually([](const Script& script) {
     return script.prepared.count("urgent") && script.prepared.count("plain") && script.prepared.count("late") &&
            script.prepared.count("early");
@@ -383,9 +396,8 @@ TEST_CASE("closing the pool lets accepted requests finish, and dropping it cance
   auto dropped = fixture.pool(options);
   const auto held = dropped->submit(fixture.request("hold"));
   const auto queued = dropped->submit(fixture.request("queued"));
-  REQUIRE(fixture.eventually([](const Script& script) {
-    return std::count(script.verified.begin(), script.verified.end(), "hold") == 1;
-  }));
+  REQUIRE(fixture.eventually(
+      [](const Script& script) { return std::count(script.verified.begin(), script.verified.end(), "hold") == 1; }));
   std::thread releaser([&] {
     std::this_thread::sleep_for(50ms);
     fixture.release();
@@ -396,8 +408,7 @@ TEST_CASE("closing the pool lets accepted requests finish, and dropping it cance
   CHECK(wait(held).outcome == ca::PoolOutcome::cancelled);
 }
 
-TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-agent eval gives them",
-          "[python]") {
+TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-agent eval gives them", "[python]") {
   namespace fs = std::filesystem;
   const fs::path adversarial = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "adversarial";
   const fs::path work = fs::temp_directory_path() / ("cuda-agent-pool-trusted-" + ca::detail::random_hex(4));
@@ -451,4 +462,39 @@ TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-a
   CHECK_FALSE(rejected.evaluation->correct());
   // The same request again costs nothing.
   CHECK(pool.submit(correct).result.get().cached);
+}
+
+TEST_CASE("a verification out of device memory beside other work goes again alone, and only then is a verdict") {
+  Fixture fixture;
+  ca::EvaluationPoolOptions options;
+  options.slots = {{"cuda", 0}, {"cuda", 0}};
+  auto pool = fixture.pool(options);
+  const auto held = pool->submit(fixture.request("hold"));
+  REQUIRE(fixture.eventually([](const Script& script) { return !script.verified.empty(); }));
+  const auto crowded = pool->submit(fixture.request("oom"));
+  // It ran beside the held one and failed; alone, it waits for the device.
+  REQUIRE(fixture.eventually(
+      [](const Script& script) { return std::count(script.verified.begin(), script.verified.end(), "oom") == 1; }));
+  std::this_thread::sleep_for(50ms);
+  CHECK(crowded.result.wait_for(0s) == std::future_status::timeout);
+  fixture.release();
+  wait(held);
+  const ca::PoolResult alone = wait(crowded);
+  CHECK(alone.outcome == ca::PoolOutcome::evaluated);
+  REQUIRE(alone.evaluation);
+  CHECK(alone.evaluation->correct());
+  // One that fails alone too has its verdict.
+  const ca::PoolResult verdict = wait(pool->submit(fixture.request("oom_always")));
+  CHECK(verdict.outcome == ca::PoolOutcome::evaluated);
+  REQUIRE(verdict.evaluation->rejection());
+  CHECK(verdict.evaluation->rejection()->reason == ca::RejectionReason::runtime_error);
+  CHECK(pool->counters().retried_alone == 2);
+  CHECK(std::count(fixture.script->verified.begin(), fixture.script->verified.end(), "oom") == 2);
+  // On a device of its own a slot has nobody to blame: the first failure is the verdict.
+  Fixture single;
+  ca::EvaluationPoolOptions one_slot;
+  one_slot.slots = {{"cuda", 0}};
+  auto lone_pool = single.pool(one_slot);
+  CHECK_FALSE(wait(lone_pool->submit(single.request("oom_always"))).evaluation->correct());
+  CHECK(lone_pool->counters().retried_alone == 0);
 }

@@ -9,12 +9,12 @@
 /// (service/evaluation_pool.hpp) runs the three stages on different workers, so that a
 /// build never holds a GPU and timing never shares one.
 
-#include <concepts>     // same_as
-#include <filesystem>   // path, remove_all
-#include <memory>       // shared_ptr, unique_ptr, make_unique
+#include <concepts>      // same_as
+#include <filesystem>    // path, remove_all
+#include <memory>        // shared_ptr, unique_ptr, make_unique
 #include <system_error>  // error_code
-#include <type_traits>  // remove_cvref_t, is_same_v
-#include <utility>      // forward, move
+#include <type_traits>   // remove_cvref_t, is_same_v
+#include <utility>       // forward, move
 
 #include "cuda_agent/evaluation.hpp"
 #include "cuda_agent/evaluator.hpp"
@@ -89,9 +89,9 @@ struct PreparedCandidate {
 /// static_assert(cuda_agent::StagedEvaluator<RefusesAll>);
 /// @endcode
 template <class E>
-concept StagedEvaluator = Evaluator<E> && requires(E& evaluator, const Task& task,
-                                                   const std::filesystem::path& candidate_directory,
-                                                   PreparedCandidate& prepared) {
+concept StagedEvaluator = Evaluator<E> &&
+    requires(E& evaluator, const Task& task, const std::filesystem::path& candidate_directory,
+             PreparedCandidate& prepared) {
   { evaluator.prepare(task, candidate_directory) } -> std::same_as<PreparedCandidate>;
   evaluator.verify(prepared);
   evaluator.profile(prepared);

@@ -8,15 +8,16 @@
 /// for hosts and tests without one) verifies and times one candidate at a time with an
 /// evaluator of its own. Slots of one device may verify side by side, and timing has the
 /// device to itself: it waits for the verifications running there, and new ones wait for
-/// it. Requests go by priority, then deadline, then arrival, never in waves; a request
-/// past its deadline or cancelled stops at the next stage; the number of requests not
-/// finished is bounded and a full pool says so (`PoolFull`). A repeated request (the same
-/// task, files, policy and environment) is answered from the cache without any work.
-/// Failures of the evaluation itself (a worker lost, a harness error) come back as
-/// infrastructure errors, never as the candidate's verdict, so that a trainer retries or
-/// skips the sample instead of scoring it; the slot's evaluator is replaced after one.
+/// it. A verification that runs out of device memory beside other work goes again with
+/// the device to itself, and only a second failure there is the candidate's. Requests go by priority, then deadline,
+/// then arrival, never in waves; a request past its deadline or cancelled stops at the next stage; the number of
+/// requests not finished is bounded and a full pool says so (`PoolFull`). A repeated request (the same task, files,
+/// policy and environment) is answered from the cache without any work. Failures of the evaluation itself (a worker
+/// lost, a harness error) come back as infrastructure errors, never as the candidate's verdict, so that a trainer
+/// retries or skips the sample instead of scoring it; the slot's evaluator is replaced after one.
 
-#include <algorithm>           // max_element, find
+#include <algorithm>           // min_element, find, count_if, transform
+#include <cctype>              // tolower
 #include <chrono>              // steady_clock, milliseconds, duration_cast
 #include <condition_variable>  // condition_variable, condition_variable_any
 #include <cstddef>             // size_t
@@ -85,22 +86,32 @@ enum class PoolOutcome {
 
 [[nodiscard]] inline const char* to_string(PoolStage stage) noexcept {
   switch (stage) {
-    case PoolStage::queued: return "queued";
-    case PoolStage::building: return "building";
-    case PoolStage::waiting_for_slot: return "waiting_for_slot";
-    case PoolStage::verifying: return "verifying";
-    case PoolStage::timing: return "timing";
-    case PoolStage::finished: return "finished";
+    case PoolStage::queued:
+      return "queued";
+    case PoolStage::building:
+      return "building";
+    case PoolStage::waiting_for_slot:
+      return "waiting_for_slot";
+    case PoolStage::verifying:
+      return "verifying";
+    case PoolStage::timing:
+      return "timing";
+    case PoolStage::finished:
+      return "finished";
   }
   return "unknown";
 }
 
 [[nodiscard]] inline const char* to_string(PoolOutcome outcome) noexcept {
   switch (outcome) {
-    case PoolOutcome::evaluated: return "evaluated";
-    case PoolOutcome::infrastructure_error: return "infrastructure_error";
-    case PoolOutcome::cancelled: return "cancelled";
-    case PoolOutcome::expired: return "expired";
+    case PoolOutcome::evaluated:
+      return "evaluated";
+    case PoolOutcome::infrastructure_error:
+      return "infrastructure_error";
+    case PoolOutcome::cancelled:
+      return "cancelled";
+    case PoolOutcome::expired:
+      return "expired";
   }
   return "unknown";
 }
@@ -134,6 +145,8 @@ struct PoolCounters {
   std::size_t queued = 0, building = 0, waiting_for_slot = 0, verifying = 0, timing = 0;
   /// Requests finished, by outcome, and those answered from the cache among them.
   std::size_t evaluated = 0, infrastructure_errors = 0, cancelled = 0, expired = 0, cache_hits = 0;
+  /// Verifications that ran out of device memory beside other work and went again alone.
+  std::size_t retried_alone = 0;
   /// Time each device spent verifying or timing (overlapping verifications count once each).
   std::map<std::string, std::chrono::milliseconds> busy;
 };
@@ -314,6 +327,8 @@ class EvaluationPool {
     std::promise<PoolResult> promise;
     PoolStage stage = PoolStage::queued;
     bool cancel_requested = false;
+    /// Verified with the device to itself: it ran out of device memory beside other work.
+    bool alone = false;
     std::uint64_t sequence = 0;
     std::optional<PreparedCandidate> prepared;
     std::string device;
@@ -396,12 +411,18 @@ class EvaluationPool {
 
   std::size_t& count_of(PoolStage stage) {
     switch (stage) {
-      case PoolStage::queued: return counters_.queued;
-      case PoolStage::building: return counters_.building;
-      case PoolStage::waiting_for_slot: return counters_.waiting_for_slot;
-      case PoolStage::verifying: return counters_.verifying;
-      case PoolStage::timing: return counters_.timing;
-      case PoolStage::finished: break;
+      case PoolStage::queued:
+        return counters_.queued;
+      case PoolStage::building:
+        return counters_.building;
+      case PoolStage::waiting_for_slot:
+        return counters_.waiting_for_slot;
+      case PoolStage::verifying:
+        return counters_.verifying;
+      case PoolStage::timing:
+        return counters_.timing;
+      case PoolStage::finished:
+        break;
     }
     return unused_count_;
   }
@@ -437,10 +458,18 @@ class EvaluationPool {
     --count_of(job->stage);
     job->stage = PoolStage::finished;
     switch (outcome) {
-      case PoolOutcome::evaluated: ++counters_.evaluated; break;
-      case PoolOutcome::infrastructure_error: ++counters_.infrastructure_errors; break;
-      case PoolOutcome::cancelled: ++counters_.cancelled; break;
-      case PoolOutcome::expired: ++counters_.expired; break;
+      case PoolOutcome::evaluated:
+        ++counters_.evaluated;
+        break;
+      case PoolOutcome::infrastructure_error:
+        ++counters_.infrastructure_errors;
+        break;
+      case PoolOutcome::cancelled:
+        ++counters_.cancelled;
+        break;
+      case PoolOutcome::expired:
+        ++counters_.expired;
+        break;
     }
     if (outcome == PoolOutcome::evaluated && !job->cache_key.empty()) cache_.insert_or_assign(job->cache_key, result);
     events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device});
@@ -457,7 +486,8 @@ class EvaluationPool {
       for (JobQueue* queue : {&build_queue_, &slot_queue_}) {
         const JobQueue waiting = std::move(*queue);
         queue->clear();
-        for (const auto& job : waiting) finish(lock, job, PoolOutcome::cancelled, "the pool closed before it ran", events);
+        for (const auto& job : waiting)
+          finish(lock, job, PoolOutcome::cancelled, "the pool closed before it ran", events);
       }
     }
     emit(events);
@@ -517,7 +547,8 @@ class EvaluationPool {
         std::unique_lock lock(mutex_);
         job->building_for = since(job->stage_started);
         job->prepared = std::move(prepared);
-        if (!failure.empty()) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        if (!failure.empty())
+          finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
         else if (!job->prepared->ready())
           finish(lock, job, PoolOutcome::evaluated, {}, events);
         else if (!stopped_here(lock, job, events)) {
@@ -549,7 +580,22 @@ class EvaluationPool {
         const PreparedCandidate& prepared = *job->prepared;
         const bool correct = prepared.evaluation.verification && prepared.evaluation.verification->correct;
         job->on_device_for = since(started);
-        if (failed) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        if (!failed && !job->alone && shares_device(index) && out_of_memory(prepared.evaluation)) {
+          // Memory the other work on the device held: not the candidate's failure until it
+          // fails alone too.
+          job->prepared->evaluation.verification.reset();
+          job->alone = true;
+          ++counters_.retried_alone;
+          record_busy(device, started);
+          move_to(job, PoolStage::waiting_for_slot, events);
+          slot_queue_.push_back(job);
+          lock.unlock();
+          work_.notify_all();
+          emit(events);
+          continue;
+        }
+        if (failed)
+          finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
         else if (!correct)
           finish(lock, job, PoolOutcome::evaluated, {}, events);
         else if (!stopped_here(lock, job, events)) {
@@ -570,7 +616,8 @@ class EvaluationPool {
         std::unique_lock lock(mutex_);
         job->on_device_for = since(started);
         record_busy(device, started);
-        if (failed) finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
+        if (failed)
+          finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
         else
           finish(lock, job, PoolOutcome::evaluated, {}, events);
       }
@@ -587,6 +634,9 @@ class EvaluationPool {
       if (timing) {
         const std::lock_guard exclusive(gate);
         slot_evaluators_[index].profile(*job.prepared);
+      } else if (job.alone) {
+        const std::lock_guard exclusive(gate);
+        slot_evaluators_[index].verify(*job.prepared);
       } else {
         gate.lock_shared();
         struct Release {
@@ -600,6 +650,26 @@ class EvaluationPool {
              " stage failed (not the candidate's fault): " + error.what();
     }
     return {};
+  }
+
+  /// Whether another slot runs on the device of slot `index`.
+  [[nodiscard]] bool shares_device(std::size_t index) const {
+    const std::string device = options_.slots[index].device_name();
+    return std::count_if(options_.slots.begin(), options_.slots.end(),
+                         [&](const PoolSlot& slot) { return slot.device_name() == device; }) > 1;
+  }
+
+  /// A verdict that says the device's memory ran out (torch's "CUDA out of memory", an
+  /// allocation that failed in the candidate's process).
+  [[nodiscard]] static bool out_of_memory(const Evaluation& evaluation) {
+    const auto rejection = evaluation.rejection();
+    if (!rejection ||
+        (rejection->reason != RejectionReason::runtime_error && rejection->reason != RejectionReason::crashed))
+      return false;
+    std::string message = rejection->message;
+    std::transform(message.begin(), message.end(), message.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    return message.find("out of memory") != std::string::npos || message.find("outofmemoryerror") != std::string::npos;
   }
 
   /// Under the lock.
