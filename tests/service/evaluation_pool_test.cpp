@@ -152,6 +152,7 @@ struct Fixture {
                                                 [shared](const ca::PoolSlot&) {
                                                   const std::lock_guard lock(shared->mutex);
                                                   ++shared->evaluators_made;
+                                                  shared->changed.notify_all();
                                                   return ca::AnyStagedEvaluator(ScriptedEvaluator{shared});
                                                 });
   }
@@ -281,9 +282,10 @@ TEST_CASE("a cancelled request stops where it is, and one past its deadline is n
   const ca::PoolCounters counters = pool->counters();
   CHECK(counters.cancelled == 2);
   CHECK(counters.expired == 1);
-  // Every request's events run from queued to finished.
+  // Events arrive in the order they happened, and every request's run from queued to finished.
   pool.reset();
   const std::lock_guard lock(events_mutex);
+  for (std::size_t i = 0; i < events.size(); ++i) CHECK(events[i].sequence == i + 1);
   for (const auto& ticket : {held, waiting, expired}) {
     std::vector<ca::PoolStage> stages;
     for (const auto& event : events)
@@ -364,10 +366,12 @@ TEST_CASE("failures of the evaluation are infrastructure errors, and the slot ge
   CHECK(crashed.outcome == ca::PoolOutcome::infrastructure_error);
   CHECK(crashed.message.find("the worker process was lost") != std::string::npos);
   CHECK(crashed.message.find("not the candidate's fault") != std::string::npos);
-  CHECK(fixture.script->evaluators_made == 2);
+  // The result comes first; the slot then replaces its evaluator before it takes more work.
+  CHECK(fixture.eventually([](const Script& script) { return script.evaluators_made == 2; }));
   const ca::PoolResult harness = wait(pool->submit(fixture.request("harness")));
   CHECK(harness.outcome == ca::PoolOutcome::infrastructure_error);
   CHECK(harness.message == "the harness crashed");
+  CHECK(fixture.eventually([](const Script& script) { return script.evaluators_made == 3; }));
   // The candidate's own verdicts stay verdicts; nothing infrastructural is cached.
   const ca::PoolResult wrong = wait(pool->submit(fixture.request("wrong")));
   CHECK(wrong.outcome == ca::PoolOutcome::evaluated);

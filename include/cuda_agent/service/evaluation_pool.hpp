@@ -132,12 +132,15 @@ struct PoolResult {
   std::chrono::milliseconds on_device_for{0};
 };
 
-/// A request moved to another stage; `outcome` is set on `PoolStage::finished`.
+/// A request moved to another stage; `outcome` is set on `PoolStage::finished`. Events are
+/// numbered in the order they happened and delivered in that order, one at a time: a
+/// request's events always run from `queued` to `finished`.
 struct PoolEvent {
   std::string id;
   PoolStage stage = PoolStage::queued;
   std::optional<PoolOutcome> outcome;
   std::string device;
+  std::uint64_t sequence = 0;
 };
 
 struct PoolCounters {
@@ -170,7 +173,8 @@ struct EvaluationPoolOptions {
   /// part of the cache key, so that a fix to the evaluator invalidates what it decided.
   std::string environment;
   bool cache_results = true;
-  /// Called on every change of stage, from the pool's threads, with no lock held.
+  /// Called on every change of stage, from the pool's threads (or the one that submits or
+  /// cancels), with no lock of the pool held: one call at a time, in the order of the events.
   std::function<void(const PoolEvent&)> on_event;
 };
 
@@ -261,7 +265,7 @@ class EvaluationPool {
           ++counters_.cache_hits;
           ++counters_.evaluated;
           job->promise.set_value(std::move(result));
-          events.push_back(PoolEvent{job->id, PoolStage::finished, PoolOutcome::evaluated, {}});
+          events.push_back(PoolEvent{job->id, PoolStage::finished, PoolOutcome::evaluated, {}, ++events_made_});
           lock.unlock();
           emit(events);
           return ticket;
@@ -273,7 +277,7 @@ class EvaluationPool {
       jobs_.emplace(job->id, job);
       build_queue_.push_back(job);
       ++counters_.queued;
-      events.push_back(PoolEvent{job->id, PoolStage::queued, std::nullopt, {}});
+      events.push_back(PoolEvent{job->id, PoolStage::queued, std::nullopt, {}, ++events_made_});
     }
     work_.notify_all();
     emit(events);
@@ -327,6 +331,8 @@ class EvaluationPool {
     std::promise<PoolResult> promise;
     PoolStage stage = PoolStage::queued;
     bool cancel_requested = false;
+    /// Finished as an infrastructure error: the slot's evaluator (its workers) is replaced.
+    bool infrastructure_failure = false;
     /// Verified with the device to itself: it ran out of device memory beside other work.
     bool alone = false;
     std::uint64_t sequence = 0;
@@ -433,7 +439,7 @@ class EvaluationPool {
     job->stage = stage;
     ++count_of(stage);
     job->stage_started = std::chrono::steady_clock::now();
-    events.push_back(PoolEvent{job->id, stage, std::nullopt, job->device});
+    events.push_back(PoolEvent{job->id, stage, std::nullopt, job->device, ++events_made_});
   }
 
   /// Under the lock: the job's result, its counters, the cache, its event.
@@ -449,6 +455,7 @@ class EvaluationPool {
         message = rejection->message;
       }
     }
+    job->infrastructure_failure = outcome == PoolOutcome::infrastructure_error;
     result.outcome = outcome;
     result.message = std::move(message);
     result.device = job->device;
@@ -472,7 +479,7 @@ class EvaluationPool {
         break;
     }
     if (outcome == PoolOutcome::evaluated && !job->cache_key.empty()) cache_.insert_or_assign(job->cache_key, result);
-    events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device});
+    events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device, ++events_made_});
     job->prepared.reset();
     job->promise.set_value(std::move(result));
     jobs_.erase(job->id);
@@ -606,7 +613,7 @@ class EvaluationPool {
       }
       emit(events);
       if (!time_it) {
-        if (failed) replace_evaluator(index);
+        if (job->infrastructure_failure) replace_evaluator(index);
         continue;
       }
       failure = run_stage(index, *job, /*timing=*/true);
@@ -622,7 +629,7 @@ class EvaluationPool {
           finish(lock, job, PoolOutcome::evaluated, {}, events);
       }
       emit(events);
-      if (failed) replace_evaluator(index);
+      if (job->infrastructure_failure) replace_evaluator(index);
     }
   }
 
@@ -686,9 +693,30 @@ class EvaluationPool {
     }
   }
 
-  void emit(const std::vector<PoolEvent>& events) const {
+  /// Delivers events in the order of their numbers, which they got under the pool's lock:
+  /// threads emit outside that lock, so a later event may arrive here first and wait for the
+  /// earlier ones. One thread delivers at a time; a callback that causes events (a cancel)
+  /// leaves them to the delivering thread instead of waiting for itself.
+  void emit(std::vector<PoolEvent>& events) {
     if (!options_.on_event) return;
-    for (const PoolEvent& event : events) options_.on_event(event);
+    std::unique_lock lock(delivery_mutex_);
+    for (PoolEvent& event : events) undelivered_.emplace(event.sequence, std::move(event));
+    events.clear();
+    if (delivering_) return;
+    delivering_ = true;
+    while (!undelivered_.empty() && undelivered_.begin()->first == events_delivered_ + 1) {
+      PoolEvent next = std::move(undelivered_.begin()->second);
+      undelivered_.erase(undelivered_.begin());
+      ++events_delivered_;
+      lock.unlock();
+      try {
+        options_.on_event(next);
+      } catch (...) {
+        // A callback's failure is its own; the pool and the other events go on.
+      }
+      lock.lock();
+    }
+    delivering_ = false;
   }
 
   EvaluationPoolOptions options_;
@@ -708,6 +736,12 @@ class EvaluationPool {
   std::map<std::string, PoolResult> cache_;
   PoolCounters counters_;
   std::size_t unused_count_ = 0;
+  std::uint64_t events_made_ = 0;  // under mutex_
+
+  std::mutex delivery_mutex_;
+  std::map<std::uint64_t, PoolEvent> undelivered_;
+  std::uint64_t events_delivered_ = 0;
+  bool delivering_ = false;
 
   // Last: they stop and join first when the pool goes.
   std::vector<std::jthread> workers_;
