@@ -74,3 +74,4 @@
 
 // service/.
 #include "cuda_agent/service/evaluation_pool.hpp"
+#include "cuda_agent/service/evaluation_service.hpp"

@@ -248,6 +248,12 @@ struct EvaluationPoolOptions;
 class PoolFull;
 class EvaluationPool;
 
+// service/evaluation_service.hpp
+class ServiceError;
+struct ServiceClient;
+struct EvaluationServiceOptions;
+class EvaluationService;
+
 // verify/verify_tool.hpp
 struct VerifyToolOptions;
 

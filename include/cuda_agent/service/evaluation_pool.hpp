@@ -63,6 +63,9 @@ struct PoolSlot {
 
 /// One evaluation to run.
 struct EvaluationRequest {
+  /// The request's id, of the host's choosing (a service that journals its requests keeps
+  /// them across restarts); empty: the pool makes one. Unique among unfinished requests.
+  std::string id;
   Task task;
   /// The candidate's directory (model_new.py and kernels/); its source files are copied
   /// when the request is accepted, so later changes to it do not reach the evaluation.
@@ -141,6 +144,8 @@ struct PoolEvent {
   std::optional<PoolOutcome> outcome;
   std::string device;
   std::uint64_t sequence = 0;
+  /// On `PoolStage::finished`: the result, as the request's future gives it.
+  std::shared_ptr<const PoolResult> result;
 };
 
 struct PoolCounters {
@@ -254,7 +259,13 @@ class EvaluationPool {
     {
       std::unique_lock lock(mutex_);
       if (closing_) throw PoolFull("the pool is closing: it takes no new requests");
-      job->id = "evaluation-" + std::to_string(++submitted_) + "-" + detail::random_hex(4);
+      ++submitted_;
+      if (job->request.id.empty())
+        job->id = "evaluation-" + std::to_string(submitted_) + "-" + detail::random_hex(4);
+      else if (jobs_.contains(job->request.id))
+        throw std::invalid_argument("EvaluationPool: the request id '" + job->request.id + "' is already in use");
+      else
+        job->id = job->request.id;
       ticket = Ticket{job->id, job->promise.get_future().share()};
       if (!job->cache_key.empty())
         if (const auto hit = cache_.find(job->cache_key); hit != cache_.end()) {
@@ -264,8 +275,13 @@ class EvaluationPool {
           result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
           ++counters_.cache_hits;
           ++counters_.evaluated;
+          events.push_back(PoolEvent{job->id,
+                                     PoolStage::finished,
+                                     PoolOutcome::evaluated,
+                                     {},
+                                     ++events_made_,
+                                     std::make_shared<const PoolResult>(result)});
           job->promise.set_value(std::move(result));
-          events.push_back(PoolEvent{job->id, PoolStage::finished, PoolOutcome::evaluated, {}, ++events_made_});
           lock.unlock();
           emit(events);
           return ticket;
@@ -479,7 +495,8 @@ class EvaluationPool {
         break;
     }
     if (outcome == PoolOutcome::evaluated && !job->cache_key.empty()) cache_.insert_or_assign(job->cache_key, result);
-    events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device, ++events_made_});
+    events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device, ++events_made_,
+                               std::make_shared<const PoolResult>(result)});
     job->prepared.reset();
     job->promise.set_value(std::move(result));
     jobs_.erase(job->id);

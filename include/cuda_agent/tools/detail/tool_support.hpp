@@ -19,9 +19,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/detail/json_schema.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/tools/detail/confined_fs.hpp"
-#include "cuda_agent/tools/detail/json_schema.hpp"
 #include "cuda_agent/tools/detail/tool_failure.hpp"
 #include "cuda_agent/tools/file_access.hpp"
 

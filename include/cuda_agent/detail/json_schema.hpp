@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 #pragma once
 
-/// Validation of tool arguments against the subset of JSON Schema (draft 2020-12) that
-/// tool parameter schemas use, with messages written for the model that sent them.
+/// Validation against the subset of JSON Schema (draft 2020-12) that the library's own
+/// schemas use (tool parameters, the service's requests), with messages written for whoever
+/// sent the value: a model's tool call, a client's request.
 ///
 /// Supported keywords: type (a name or a list of names), properties, required,
 /// additionalProperties (boolean or schema), items, minItems, maxItems, enum, const,

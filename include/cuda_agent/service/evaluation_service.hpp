@@ -1,0 +1,631 @@
+// SPDX-License-Identifier: Apache-2.0
+#pragma once
+
+/// @file
+/// The evaluation service: JSON requests in, JSON statuses out, over an `EvaluationPool`.
+/// It is what `cuda-agent serve` puts behind HTTP (`server/http_service.hpp`), and it has no
+/// HTTP in it, so that a host can embed it behind a transport of its own.
+///
+/// - Requests are checked against the JSON Schema shipped in
+///   `resources/service/evaluation_request.schema.json` (embedded); a violation is a
+///   `ServiceError` with status 400 that names the field.
+/// - Every accepted request is written to a journal (`state_directory/journal.jsonl`,
+///   synced to disk) before it is acknowledged, with the candidate's files inline; so is
+///   every result. A service started on the same state directory answers for the results
+///   and runs again what had not finished: nothing a client was told was accepted is lost.
+/// - Each client (a name; `server/` maps bearer tokens to them) has a limit of unfinished
+///   evaluations and an optional quota.
+/// - `drain()` refuses new requests (status 503) and returns once the accepted ones finished.
+
+#include <algorithm>           // min
+#include <chrono>              // steady_clock, system_clock, milliseconds
+#include <condition_variable>  // condition_variable
+#include <cstddef>             // size_t
+#include <cstdint>             // uint64_t
+#include <deque>               // deque
+#include <filesystem>          // path
+#include <functional>          // function
+#include <map>                 // map
+#include <memory>              // unique_ptr, shared_ptr
+#include <mutex>               // mutex, unique_lock, lock_guard
+#include <optional>            // optional
+#include <sstream>             // ostringstream
+#include <stdexcept>           // runtime_error
+#include <string>              // string
+#include <utility>             // move
+#include <vector>              // vector
+
+#include <nlohmann/json.hpp>
+
+#include "cuda_agent/candidate_files.hpp"
+#include "cuda_agent/detail/files.hpp"
+#include "cuda_agent/detail/json_schema.hpp"
+#include "cuda_agent/evaluate/reward_policies.hpp"
+#include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/resources.hpp"
+#include "cuda_agent/service/detail/journal.hpp"
+#include "cuda_agent/service/evaluation_pool.hpp"
+#include "cuda_agent/task.hpp"
+#include "cuda_agent/tasks/task_loader.hpp"
+
+namespace cuda_agent {
+
+/// A request the service refuses, with the HTTP status that says so and a stable code.
+class ServiceError : public std::runtime_error {
+ public:
+  ServiceError(int status, std::string code, const std::string& message)
+      : std::runtime_error(message), status_(status), code_(std::move(code)) {}
+
+  [[nodiscard]] int status() const noexcept { return status_; }
+  [[nodiscard]] const std::string& code() const noexcept { return code_; }
+  /// {"error": {"code": ..., "message": ...}}: the body of every refusal.
+  [[nodiscard]] nlohmann::json body() const { return {{"error", {{"code", code_}, {"message", what()}}}}; }
+
+ private:
+  int status_;
+  std::string code_;
+};
+
+/// Who sends requests, and how much of the service they may hold.
+struct ServiceClient {
+  std::string name = "local";
+  /// Evaluations of this client accepted and not finished, at most.
+  std::size_t max_in_flight = 256;
+  /// Evaluations this client may submit while the service runs; 0: no limit.
+  std::size_t quota = 0;
+};
+
+struct EvaluationServiceOptions {
+  EvaluationPoolOptions pool;
+  /// The journal and the candidates' files of unfinished requests. Required.
+  std::filesystem::path state_directory;
+  /// What the service evaluates with (tolerance, timing, reward, device): reported by
+  /// `health()`, and a request's `policy` must agree with it field by field.
+  nlohmann::json policy = {{"tolerance", "default"}, {"timing", true}, {"reward", "milestone"}, {"device", "cpu"}};
+  /// Turns an evaluation into its reward (the milestone reward unless the host says).
+  std::function<Reward(const Evaluation&)> reward = [](const Evaluation& evaluation) {
+    return MilestoneReward{}.reward(evaluation);
+  };
+  /// Requests in one batch, at most.
+  std::size_t max_batch = 256;
+  /// Bytes of one candidate's files, at most.
+  std::size_t max_candidate_bytes = 4U << 20U;
+  /// Whether requests may name a task file or candidate directory on the server's host.
+  /// Off by default: a client could otherwise make the service read any file it can.
+  bool allow_host_paths = false;
+  /// Known clients by name; any other name gets `default_client`'s limits.
+  std::map<std::string, ServiceClient> clients;
+  ServiceClient default_client;
+  /// Finished results kept for GET, at most (the oldest are forgotten first).
+  std::size_t max_results_kept = 100'000;
+};
+
+class EvaluationService {
+ public:
+  /// `builder` and `slot_evaluator` as `EvaluationPool` takes them. Reads the journal of
+  /// `options.state_directory` and resubmits what had not finished.
+  EvaluationService(EvaluationServiceOptions options, AnyStagedEvaluator builder,
+                    EvaluationPool::SlotEvaluatorFactory slot_evaluator)
+      : options_(std::move(options)) {
+    if (options_.state_directory.empty())
+      throw std::invalid_argument("EvaluationService needs a state directory (its journal lives there)");
+    const std::optional<std::string_view> schema = embedded_resource("service/evaluation_request.schema.json");
+    if (!schema) throw std::logic_error("the service's request schema is not embedded in this build");
+    request_schema_ = nlohmann::json::parse(*schema);
+    std::filesystem::create_directories(options_.state_directory / "candidates");
+    const std::filesystem::path journal_path = options_.state_directory / "journal.jsonl";
+    const std::vector<nlohmann::json> history = detail::Journal::read(journal_path);
+    journal_ = std::make_unique<detail::Journal>(journal_path);
+
+    EvaluationPoolOptions pool_options = options_.pool;
+    auto forward = pool_options.on_event;
+    pool_options.on_event = [this, forward](const PoolEvent& event) {
+      on_pool_event(event);
+      if (forward) forward(event);
+    };
+    pool_ = std::make_unique<EvaluationPool>(std::move(pool_options), std::move(builder), std::move(slot_evaluator));
+    recover(history);
+  }
+
+  EvaluationService(const EvaluationService&) = delete;
+  EvaluationService& operator=(const EvaluationService&) = delete;
+
+  /// Stops the pool (what waits is cancelled in the pool, but stays unfinished in the
+  /// journal, so a service started again on the same directory runs it).
+  ~EvaluationService() {
+    {
+      const std::lock_guard lock(mutex_);
+      stopping_ = true;
+    }
+    pool_.reset();
+  }
+
+  /// Accepts one request or a batch (`{"requests": [...]}`): the statuses of the new
+  /// evaluations as `{"evaluations": [...]}`. A batch is accepted whole or not at all.
+  nlohmann::json submit(const nlohmann::json& body, const std::string& client_name = "local") {
+    std::vector<nlohmann::json> requests;
+    if (body.is_object() && body.contains("requests")) {
+      const nlohmann::json& list = body["requests"];
+      if (!list.is_array() || list.empty())
+        throw ServiceError(400, "invalid_request", "requests must be a non-empty array of evaluation requests");
+      if (body.size() != 1) throw ServiceError(400, "invalid_request", "a batch holds only \"requests\"");
+      if (list.size() > options_.max_batch)
+        throw ServiceError(413, "batch_too_large",
+                           "a batch holds at most " + std::to_string(options_.max_batch) + " requests, not " +
+                               std::to_string(list.size()));
+      requests.assign(list.begin(), list.end());
+    } else {
+      requests.push_back(body);
+    }
+    std::vector<Prepared> prepared;
+    prepared.reserve(requests.size());
+    for (std::size_t i = 0; i < requests.size(); ++i)
+      prepared.push_back(prepare(requests[i], requests.size() > 1 ? "requests[" + std::to_string(i) + "]" : ""));
+
+    const ServiceClient client = client_named(client_name);
+    std::unique_lock lock(mutex_);
+    if (draining_ || stopping_)
+      throw ServiceError(503, "draining", "the service is shutting down and takes no new requests");
+    ClientUsage& usage = usage_[client.name];
+    if (usage.in_flight + prepared.size() > client.max_in_flight)
+      throw ServiceError(429, "too_many_in_flight",
+                         "client '" + client.name + "' has " + std::to_string(usage.in_flight) +
+                             " evaluations unfinished, and may have " + std::to_string(client.max_in_flight) +
+                             ": submit again when some finish");
+    if (client.quota != 0 && usage.submitted + prepared.size() > client.quota)
+      throw ServiceError(429, "quota_exceeded",
+                         "client '" + client.name + "' has used " + std::to_string(usage.submitted) + " of its " +
+                             std::to_string(client.quota) + " evaluations");
+    const PoolCounters counters = pool_->counters();
+    const std::size_t unfinished =
+        counters.queued + counters.building + counters.waiting_for_slot + counters.verifying + counters.timing;
+    if (unfinished + prepared.size() > options_.pool.max_pending)
+      throw ServiceError(429, "queue_full",
+                         "the service holds " + std::to_string(unfinished) + " unfinished evaluations, its limit is " +
+                             std::to_string(options_.pool.max_pending) + ": submit again when some finish");
+    nlohmann::json statuses = nlohmann::json::array();
+    for (Prepared& each : prepared) {
+      each.id = "ev-" + detail::random_hex(8);
+      each.client = client.name;
+      journal_->append({{"type", "accepted"},
+                        {"id", each.id},
+                        {"client", each.client},
+                        {"request", each.normalized},
+                        {"accepted_at", unix_seconds(std::chrono::system_clock::now())}});
+      ++usage.in_flight;
+      ++usage.submitted;
+      ++accepted_total_;
+      statuses.push_back(start(lock, std::move(each)));
+    }
+    return {{"evaluations", std::move(statuses)}};
+  }
+
+  /// The status of evaluation `id` (404 when unknown).
+  [[nodiscard]] nlohmann::json status(const std::string& id) const {
+    const std::lock_guard lock(mutex_);
+    return find(id).status;
+  }
+
+  /// The status of `id` once it finished, or after `timeout` as it is then.
+  [[nodiscard]] nlohmann::json wait(const std::string& id, std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(mutex_);
+    const Record* record = &find(id);
+    changed_.wait_for(lock, timeout, [&] {
+      record = &find(id);
+      return record->finished;
+    });
+    return record->status;
+  }
+
+  /// The progress events of `id` after the first `seen` of them: waits up to `timeout` for
+  /// one when there are none yet. `finished` says that no more will come.
+  struct Progress {
+    std::vector<nlohmann::json> events;
+    bool finished = false;
+  };
+  [[nodiscard]] Progress events(const std::string& id, std::size_t seen, std::chrono::milliseconds timeout) const {
+    std::unique_lock lock(mutex_);
+    const Record* record = &find(id);
+    changed_.wait_for(lock, timeout, [&] {
+      record = &find(id);
+      return record->events.size() > seen || record->finished || stopping_;
+    });
+    Progress progress;
+    for (std::size_t i = seen; i < record->events.size(); ++i) progress.events.push_back(record->events[i]);
+    progress.finished = record->finished && seen + progress.events.size() >= record->events.size();
+    return progress;
+  }
+
+  /// Cancels `id`: its status after the cancel (404 unknown, 409 already finished).
+  nlohmann::json cancel(const std::string& id) {
+    {
+      const std::lock_guard lock(mutex_);
+      if (find(id).finished) throw ServiceError(409, "finished", "evaluation " + id + " has already finished");
+    }
+    pool_->cancel(id);
+    return wait(id, std::chrono::milliseconds(0));
+  }
+
+  /// Whether the service takes requests, what it evaluates with, and its counts.
+  [[nodiscard]] nlohmann::json health() const {
+    const PoolCounters counters = pool_->counters();
+    const std::lock_guard lock(mutex_);
+    nlohmann::json slots = nlohmann::json::array();
+    for (const PoolSlot& slot : options_.pool.slots) slots.push_back(slot.device_name());
+    return {{"status", draining_ ? "draining" : "ok"},
+            {"policy", options_.policy},
+            {"slots", slots},
+            {"unfinished",
+             counters.queued + counters.building + counters.waiting_for_slot + counters.verifying + counters.timing},
+            {"max_pending", options_.pool.max_pending},
+            {"recovered", recovered_}};
+  }
+
+  /// Counters in the Prometheus text format (version 0.0.4).
+  [[nodiscard]] std::string metrics() const {
+    const PoolCounters counters = pool_->counters();
+    std::uint64_t accepted = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      accepted = accepted_total_;
+    }
+    std::ostringstream out;
+    const auto family = [&](const char* name, const char* type, const char* help) {
+      out << "# HELP " << name << ' ' << help << "\n# TYPE " << name << ' ' << type << '\n';
+    };
+    family("cuda_agent_evaluations_accepted_total", "counter", "Evaluation requests accepted.");
+    out << "cuda_agent_evaluations_accepted_total " << accepted << '\n';
+    family("cuda_agent_evaluations_finished_total", "counter", "Evaluations finished, by outcome.");
+    const std::pair<const char*, std::size_t> outcomes[] = {{"evaluated", counters.evaluated},
+                                                            {"infrastructure_error", counters.infrastructure_errors},
+                                                            {"cancelled", counters.cancelled},
+                                                            {"expired", counters.expired}};
+    for (const auto& [outcome, count] : outcomes)
+      out << "cuda_agent_evaluations_finished_total{outcome=\"" << outcome << "\"} " << count << '\n';
+    family("cuda_agent_evaluations_cache_hits_total", "counter", "Evaluations answered from the result cache.");
+    out << "cuda_agent_evaluations_cache_hits_total " << counters.cache_hits << '\n';
+    family("cuda_agent_evaluations_retried_alone_total", "counter",
+           "Verifications that ran out of device memory beside other work and went again alone.");
+    out << "cuda_agent_evaluations_retried_alone_total " << counters.retried_alone << '\n';
+    family("cuda_agent_evaluations_in_stage", "gauge", "Unfinished evaluations, by stage.");
+    const std::pair<const char*, std::size_t> stages[] = {{"queued", counters.queued},
+                                                          {"building", counters.building},
+                                                          {"waiting_for_slot", counters.waiting_for_slot},
+                                                          {"verifying", counters.verifying},
+                                                          {"timing", counters.timing}};
+    for (const auto& [stage, count] : stages)
+      out << "cuda_agent_evaluations_in_stage{stage=\"" << stage << "\"} " << count << '\n';
+    family("cuda_agent_device_busy_seconds_total", "counter", "Time each device spent verifying or timing.");
+    for (const auto& [device, busy] : counters.busy)
+      out << "cuda_agent_device_busy_seconds_total{device=\"" << device << "\"} "
+          << std::chrono::duration<double>(busy).count() << '\n';
+    return out.str();
+  }
+
+  /// Refuses new requests from now on and returns once every accepted one has finished.
+  void drain() {
+    {
+      const std::lock_guard lock(mutex_);
+      draining_ = true;
+    }
+    pool_->close();
+  }
+
+  [[nodiscard]] bool draining() const {
+    const std::lock_guard lock(mutex_);
+    return draining_;
+  }
+
+  [[nodiscard]] const nlohmann::json& request_schema() const noexcept { return request_schema_; }
+
+ private:
+  /// A request checked and made self-contained (files inline), ready to journal and run.
+  struct Prepared {
+    std::string id;
+    std::string client;
+    nlohmann::json normalized;
+    Task task;
+    std::map<std::string, std::string> files;
+    int priority = 0;
+    std::optional<std::chrono::system_clock::time_point> deadline;
+  };
+
+  struct Record {
+    nlohmann::json status;
+    std::vector<nlohmann::json> events;
+    bool finished = false;
+    std::string client;
+    std::chrono::steady_clock::time_point finished_at;
+  };
+
+  struct ClientUsage {
+    std::size_t in_flight = 0;
+    std::size_t submitted = 0;
+  };
+
+  [[nodiscard]] ServiceClient client_named(const std::string& name) const {
+    if (const auto known = options_.clients.find(name); known != options_.clients.end()) return known->second;
+    ServiceClient client = options_.default_client;
+    client.name = name;
+    return client;
+  }
+
+  static double unix_seconds(std::chrono::system_clock::time_point when) {
+    return std::chrono::duration<double>(when.time_since_epoch()).count();
+  }
+
+  /// Checks `request` (at `where` in the body) and reads what it names.
+  Prepared prepare(const nlohmann::json& request, const std::string& where) const {
+    const std::string prefix = where.empty() ? "" : where + ".";
+    if (!request.is_object())
+      throw ServiceError(400, "invalid_request",
+                         (where.empty() ? std::string("the request") : where) + " must be a JSON object");
+    const std::vector<detail::SchemaViolation> violations = detail::schema_violations(request_schema_, request);
+    if (!violations.empty()) {
+      std::string message = "the request does not fit its schema:";
+      for (const detail::SchemaViolation& violation : violations)
+        message += "\n- " + (prefix.empty() ? violation.message : where + ": " + violation.message);
+      throw ServiceError(400, "schema_violation", message);
+    }
+    Prepared prepared;
+    const nlohmann::json& task = request["task"];
+    if (task.contains("path")) {
+      if (!options_.allow_host_paths)
+        throw ServiceError(400, "host_paths_refused",
+                           prefix +
+                               "task.path: this server does not read files of its host; send the task's "
+                               "name and source");
+      if (task.contains("source"))
+        throw ServiceError(400, "invalid_request", prefix + "task: give either a path or a source, not both");
+      try {
+        prepared.task = load_task(task["path"].get<std::string>());
+      } catch (const std::exception& error) {
+        throw ServiceError(400, "task_unreadable", prefix + "task.path: " + error.what());
+      }
+      if (task.contains("name")) prepared.task.name = task["name"];
+    } else {
+      if (!task.contains("source") || !task.contains("name"))
+        throw ServiceError(400, "invalid_request", prefix + "task: give its name and source");
+      prepared.task.name = task["name"];
+      prepared.task.reference_source = task["source"];
+    }
+    const nlohmann::json& candidate = request["candidate"];
+    if (candidate.contains("directory") == candidate.contains("files"))
+      throw ServiceError(400, "invalid_request", prefix + "candidate: give either files or a directory");
+    if (candidate.contains("directory")) {
+      if (!options_.allow_host_paths)
+        throw ServiceError(400, "host_paths_refused",
+                           prefix +
+                               "candidate.directory: this server does not read files of its host; send the "
+                               "candidate's files");
+      try {
+        prepared.files = read_candidate_sources(candidate["directory"].get<std::string>()).files;
+      } catch (const std::exception& error) {
+        throw ServiceError(400, "candidate_unreadable", prefix + "candidate.directory: " + error.what());
+      }
+    } else {
+      for (const auto& [path, content] : candidate["files"].items()) {
+        if (!is_candidate_source_path(path))
+          throw ServiceError(400, "invalid_candidate",
+                             prefix + "candidate.files: '" + path +
+                                 "' is no candidate file (model_new.py, or a source or header under kernels/)");
+        prepared.files.emplace(path, content.get<std::string>());
+      }
+    }
+    std::size_t bytes = 0;
+    for (const auto& [path, content] : prepared.files) bytes += path.size() + content.size();
+    if (bytes > options_.max_candidate_bytes)
+      throw ServiceError(413, "candidate_too_large",
+                         prefix + "candidate: its files hold " + std::to_string(bytes) + " bytes, more than the " +
+                             std::to_string(options_.max_candidate_bytes) + " this server takes");
+    if (const auto policy = request.find("policy"); policy != request.end())
+      for (const auto& [key, value] : policy->items())
+        if (options_.policy.value(key, nlohmann::json()) != value)
+          throw ServiceError(400, "unsupported_policy",
+                             prefix + "policy." + key + ": this server evaluates with " + key + " " +
+                                 options_.policy.value(key, nlohmann::json()).dump() + ", not " + value.dump());
+    prepared.priority = request.value("priority", 0);
+    if (request.contains("deadline_s"))
+      prepared.deadline =
+          std::chrono::system_clock::now() + std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                                                 std::chrono::duration<double>(request["deadline_s"].get<double>()));
+    prepared.normalized = {{"task", {{"name", prepared.task.name}, {"source", prepared.task.reference_source}}},
+                           {"candidate", {{"files", prepared.files}}},
+                           {"priority", prepared.priority},
+                           {"metadata", request.value("metadata", nlohmann::json::object())}};
+    if (prepared.deadline) prepared.normalized["deadline_at"] = unix_seconds(*prepared.deadline);
+    return prepared;
+  }
+
+  /// Under the lock: writes the candidate's files and hands the request to the pool.
+  nlohmann::json start(std::unique_lock<std::mutex>& lock, Prepared prepared) {
+    const std::filesystem::path directory = options_.state_directory / "candidates" / prepared.id;
+    Record& record = records_[prepared.id];
+    record.client = prepared.client;
+    record.status = {{"id", prepared.id},
+                     {"stage", "queued"},
+                     {"outcome", nullptr},
+                     {"reward", nullptr},
+                     {"rejection", nullptr},
+                     {"evaluation", nullptr},
+                     {"task", prepared.task.name},
+                     {"client", prepared.client},
+                     {"metadata", prepared.normalized.value("metadata", nlohmann::json::object())}};
+    const nlohmann::json status = record.status;
+    EvaluationRequest request;
+    request.id = prepared.id;
+    request.task = std::move(prepared.task);
+    request.candidate_directory = directory;
+    request.policy = options_.policy;
+    request.priority = prepared.priority;
+    if (prepared.deadline)
+      request.deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                 *prepared.deadline - std::chrono::system_clock::now());
+    try {
+      detail::make_open_directory(directory);
+      write_candidate_sources(prepared.files, directory);
+      // The pool's events come back into on_pool_event, which takes this lock.
+      lock.unlock();
+      (void)pool_->submit(std::move(request));
+      lock.lock();
+    } catch (const std::exception& error) {
+      if (!lock.owns_lock()) lock.lock();
+      finish_record(prepared.id, "infrastructure_error",
+                    std::string("the service could not start the evaluation: ") + error.what(), nullptr);
+    }
+    return status;
+  }
+
+  /// Under the lock.
+  [[nodiscard]] const Record& find(const std::string& id) const {
+    const auto found = records_.find(id);
+    if (found == records_.end()) throw ServiceError(404, "not_found", "no evaluation has the id '" + id + "'");
+    return found->second;
+  }
+
+  void on_pool_event(const PoolEvent& event) {
+    const std::lock_guard lock(mutex_);
+    const auto found = records_.find(event.id);
+    if (found == records_.end()) return;
+    Record& record = found->second;
+    nlohmann::json progress = {{"stage", to_string(event.stage)},
+                               {"at", unix_seconds(std::chrono::system_clock::now())}};
+    if (!event.device.empty()) progress["device"] = event.device;
+    if (event.stage != PoolStage::finished) {
+      record.status["stage"] = to_string(event.stage);
+      if (!event.device.empty()) record.status["device"] = event.device;
+      record.events.push_back(std::move(progress));
+      changed_.notify_all();
+      return;
+    }
+    if (stopping_ && event.result && event.result->outcome == PoolOutcome::cancelled) {
+      // The service stops: left unfinished in the journal, for the next start to run.
+      return;
+    }
+    const PoolResult& result = *event.result;
+    nlohmann::json reward = nullptr;
+    nlohmann::json evaluation = nullptr;
+    nlohmann::json rejection = nullptr;
+    if (result.evaluation) {
+      evaluation = *result.evaluation;
+      if (const auto rejected = result.evaluation->rejection()) rejection = *rejected;
+      if (result.outcome == PoolOutcome::evaluated) reward = options_.reward(*result.evaluation);
+    }
+    record.status["cached"] = result.cached;
+    record.status["device"] = result.device;
+    record.status["times_ms"] = {{"queued", result.queued_for.count()},
+                                 {"building", result.building_for.count()},
+                                 {"on_device", result.on_device_for.count()}};
+    record.status["evaluation"] = evaluation;
+    record.status["rejection"] = rejection;
+    finish_record(event.id, to_string(result.outcome), result.message, reward);
+  }
+
+  /// Under the lock: the record's final status, journaled; its files removed.
+  void finish_record(const std::string& id, const std::string& outcome, const std::string& message,
+                     const nlohmann::json& reward) {
+    Record& record = records_.at(id);
+    if (record.finished) return;
+    record.status["stage"] = "finished";
+    record.status["outcome"] = outcome;
+    record.status["reward"] = reward;
+    record.status["message"] = message;
+    record.finished = true;
+    record.finished_at = std::chrono::steady_clock::now();
+    record.events.push_back(
+        {{"stage", "finished"},
+         {"outcome", outcome},
+         {"reward", reward.is_object() ? reward.value("value", nlohmann::json()) : nlohmann::json()},
+         {"at", unix_seconds(std::chrono::system_clock::now())}});
+    try {
+      journal_->append({{"type", "finished"}, {"id", id}, {"status", record.status}});
+    } catch (const std::exception&) {
+      // The result stands; a restart would run the evaluation again, which costs time only.
+    }
+    auto& usage = usage_[record.client];
+    if (usage.in_flight > 0) --usage.in_flight;
+    finished_order_.push_back(id);
+    while (finished_order_.size() > options_.max_results_kept) {
+      records_.erase(finished_order_.front());
+      finished_order_.pop_front();
+    }
+    std::error_code ignored;
+    std::filesystem::remove_all(options_.state_directory / "candidates" / id, ignored);
+    changed_.notify_all();
+  }
+
+  /// Rebuilds the records from the journal, compacts it, and resubmits what had not finished.
+  void recover(const std::vector<nlohmann::json>& history) {
+    std::map<std::string, nlohmann::json> accepted;
+    std::vector<std::string> order;
+    std::map<std::string, nlohmann::json> finished;
+    for (const nlohmann::json& record : history) {
+      const std::string type = record.value("type", "");
+      const std::string id = record.value("id", "");
+      if (id.empty()) continue;
+      if (type == "accepted") {
+        if (!accepted.contains(id)) order.push_back(id);
+        accepted[id] = record;
+      } else if (type == "finished") {
+        finished[id] = record;
+      }
+    }
+    std::vector<nlohmann::json> compacted;
+    std::vector<nlohmann::json> unfinished;
+    std::unique_lock lock(mutex_);
+    for (const std::string& id : order) {
+      const nlohmann::json& entry = accepted[id];
+      if (const auto done = finished.find(id); done != finished.end()) {
+        Record& record = records_[id];
+        record.status = done->second.value("status", nlohmann::json::object());
+        record.client = entry.value("client", "local");
+        record.finished = true;
+        record.events.push_back({{"stage", "finished"}, {"outcome", record.status.value("outcome", "")}});
+        finished_order_.push_back(id);
+        compacted.push_back(entry);
+        compacted.push_back(done->second);
+      } else {
+        unfinished.push_back(entry);
+        compacted.push_back(entry);
+      }
+    }
+    journal_->rewrite(compacted);
+    for (const nlohmann::json& entry : unfinished) {
+      Prepared prepared;
+      prepared.id = entry["id"];
+      prepared.client = entry.value("client", "local");
+      prepared.normalized = entry["request"];
+      prepared.task.name = prepared.normalized["task"].value("name", "task");
+      prepared.task.reference_source = prepared.normalized["task"].value("source", "");
+      prepared.files = prepared.normalized["candidate"].value("files", std::map<std::string, std::string>{});
+      prepared.priority = prepared.normalized.value("priority", 0);
+      if (prepared.normalized.contains("deadline_at"))
+        prepared.deadline =
+            std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
+                std::chrono::duration<double>(prepared.normalized["deadline_at"].get<double>())));
+      ++usage_[prepared.client].in_flight;
+      ++recovered_;
+      start(lock, std::move(prepared));
+    }
+  }
+
+  EvaluationServiceOptions options_;
+  nlohmann::json request_schema_;
+  std::unique_ptr<detail::Journal> journal_;
+
+  mutable std::mutex mutex_;
+  mutable std::condition_variable changed_;
+  std::map<std::string, Record> records_;
+  std::deque<std::string> finished_order_;
+  std::map<std::string, ClientUsage> usage_;
+  std::uint64_t accepted_total_ = 0;
+  std::size_t recovered_ = 0;
+  bool draining_ = false;
+  bool stopping_ = false;
+
+  // Last: it stops first, while the records its events update still exist.
+  std::unique_ptr<EvaluationPool> pool_;
+};
+
+}  // namespace cuda_agent

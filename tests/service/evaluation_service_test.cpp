@@ -1,0 +1,306 @@
+// SPDX-License-Identifier: Apache-2.0
+// The evaluation service without its HTTP: requests checked against their schema, results
+// and progress, client limits, cancellation, the journal that survives the service, drain.
+#include "catch.hpp"
+
+#include <cuda_agent/resources.hpp>
+#include <cuda_agent/service/evaluation_service.hpp>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "service/scripted_evaluator.hpp"
+
+namespace ca = cuda_agent;
+using namespace std::chrono_literals;
+using cuda_agent::testing::Script;
+using cuda_agent::testing::ScriptedEvaluator;
+
+namespace {
+
+struct ServiceFixture {
+  std::shared_ptr<Script> script = std::make_shared<Script>();
+  std::filesystem::path root =
+      std::filesystem::temp_directory_path() / ("cuda-agent-service-test-" + ca::detail::random_hex(4));
+
+  ServiceFixture() { std::filesystem::create_directories(root); }
+  ~ServiceFixture() {
+    std::error_code ignored;
+    std::filesystem::remove_all(root, ignored);
+  }
+
+  ca::EvaluationServiceOptions options() const {
+    ca::EvaluationServiceOptions options;
+    options.pool.slots = {{"cpu", 0}};
+    options.pool.work_directory = root / "pool";
+    options.state_directory = root / "state";
+    return options;
+  }
+
+  std::unique_ptr<ca::EvaluationService> service(ca::EvaluationServiceOptions options) {
+    auto shared = script;
+    return std::make_unique<ca::EvaluationService>(
+        std::move(options), ScriptedEvaluator{script},
+        [shared](const ca::PoolSlot&) { return ca::AnyStagedEvaluator(ScriptedEvaluator{shared}); });
+  }
+  std::unique_ptr<ca::EvaluationService> service() { return service(options()); }
+
+  void release() {
+    const std::lock_guard lock(script->mutex);
+    script->release = true;
+    script->changed.notify_all();
+  }
+};
+
+/// A request for the scripted evaluator: the task's name picks its behaviour.
+nlohmann::json request(const std::string& task, const std::string& marker = "") {
+  return {{"task", {{"name", task}, {"source", "# " + task + "\n"}}},
+          {"candidate",
+           {{"files",
+             {{"model_new.py", "# " + task + " " + marker + ca::detail::random_hex(4) + "\n"},
+              {"kernels/kernel.cpp", "// kernel\n"}}}}}};
+}
+
+std::string submit_one(ca::EvaluationService& service, const nlohmann::json& body,
+                       const std::string& client = "local") {
+  const nlohmann::json answer = service.submit(body, client);
+  REQUIRE(answer["evaluations"].size() == 1);
+  return answer["evaluations"][0]["id"];
+}
+
+nlohmann::json finished(const ca::EvaluationService& service, const std::string& id) {
+  const nlohmann::json status = service.wait(id, 30s);
+  REQUIRE(status["stage"] == "finished");
+  return status;
+}
+
+/// The ServiceError `call` throws (fails the test when it throws none).
+template <class Call>
+ca::ServiceError refusal(Call call) {
+  try {
+    call();
+  } catch (const ca::ServiceError& error) {
+    return error;
+  }
+  FAIL("no ServiceError was thrown");
+  return ca::ServiceError(0, "", "");
+}
+
+}  // namespace
+
+TEST_CASE("the service's schemas use only what its validator implements") {
+  for (const char* name : {"service/evaluation_request.schema.json", "service/evaluation_status.schema.json"}) {
+    INFO(name);
+    const auto text = ca::embedded_resource(name);
+    REQUIRE(text);
+    const nlohmann::json schema = nlohmann::json::parse(*text);
+    CHECK(ca::detail::unsupported_schema_keywords(schema).empty());
+  }
+}
+
+TEST_CASE("a request that does not fit its schema is refused with the field named, and nothing runs") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  nlohmann::json body = request("plain");
+  body["priority"] = "high";
+  ca::ServiceError error = refusal([&] { service->submit(body); });
+  CHECK(error.status() == 400);
+  CHECK(error.code() == "schema_violation");
+  CHECK(std::string(error.what()).find("priority") != std::string::npos);
+
+  body = request("plain");
+  body["colour"] = "blue";
+  error = refusal([&] { service->submit(body); });
+  CHECK(error.status() == 400);
+  CHECK(std::string(error.what()).find("colour") != std::string::npos);
+
+  body = request("plain");
+  body.erase("task");
+  error = refusal([&] { service->submit(body); });
+  CHECK(std::string(error.what()).find("task") != std::string::npos);
+
+  error = refusal([&] { service->submit(nlohmann::json::array({1, 2})); });
+  CHECK(error.status() == 400);
+
+  // Files outside the candidate contract, host paths, and a policy the server does not use.
+  body = request("plain");
+  body["candidate"]["files"]["../../etc/passwd"] = "x";
+  error = refusal([&] { service->submit(body); });
+  CHECK(error.code() == "invalid_candidate");
+  CHECK(std::string(error.what()).find("../../etc/passwd") != std::string::npos);
+  body = request("plain");
+  body["candidate"] = {{"directory", "/etc"}};
+  CHECK(refusal([&] { service->submit(body); }).code() == "host_paths_refused");
+  body = request("plain");
+  body["policy"] = {{"tolerance", "strict"}};
+  error = refusal([&] { service->submit(body); });
+  CHECK(error.code() == "unsupported_policy");
+  CHECK(std::string(error.what()).find("\"default\"") != std::string::npos);
+
+  // One bad request in a batch refuses the whole batch, and says which.
+  nlohmann::json batch = {{"requests", {request("plain"), request("plain")}}};
+  batch["requests"][1]["deadline_s"] = -1;
+  error = refusal([&] { service->submit(batch); });
+  CHECK(std::string(error.what()).find("requests[1]") != std::string::npos);
+  CHECK(fixture.script->prepared.empty());
+  CHECK(service->health()["unfinished"] == 0);
+}
+
+TEST_CASE("size limits: a batch and a candidate's files have a most") {
+  ServiceFixture fixture;
+  ca::EvaluationServiceOptions options = fixture.options();
+  options.max_batch = 2;
+  options.max_candidate_bytes = 1000;
+  auto service = fixture.service(options);
+  const nlohmann::json batch = {{"requests", {request("plain"), request("plain"), request("plain")}}};
+  ca::ServiceError error = refusal([&] { service->submit(batch); });
+  CHECK(error.status() == 413);
+  CHECK(error.code() == "batch_too_large");
+  nlohmann::json big = request("plain");
+  big["candidate"]["files"]["kernels/big.cpp"] = std::string(2000, 'x');
+  error = refusal([&] { service->submit(big); });
+  CHECK(error.status() == 413);
+  CHECK(error.code() == "candidate_too_large");
+}
+
+TEST_CASE("an evaluation runs to its reward, and its progress reads from queued to finished") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const nlohmann::json answer = service->submit({{"requests", {request("plain"), request("wrong")}}}, "trainer");
+  REQUIRE(answer["evaluations"].size() == 2);
+  const std::string good = answer["evaluations"][0]["id"];
+  const std::string bad = answer["evaluations"][1]["id"];
+  CHECK(good != bad);
+  const nlohmann::json accepted = finished(*service, good);
+  CHECK(accepted["outcome"] == "evaluated");
+  CHECK(accepted["reward"]["value"] == 1);
+  CHECK(accepted["client"] == "trainer");
+  CHECK(accepted["task"] == "plain");
+  const nlohmann::json rejected = finished(*service, bad);
+  CHECK(rejected["outcome"] == "evaluated");
+  CHECK(rejected["reward"]["value"] == -1);
+  CHECK(rejected["rejection"]["reason"] == "value_mismatch");
+
+  // Every status fits the shipped schema of statuses.
+  const nlohmann::json status_schema =
+      nlohmann::json::parse(*ca::embedded_resource("service/evaluation_status.schema.json"));
+  CHECK(ca::detail::schema_violations(status_schema, accepted).empty());
+  CHECK(ca::detail::schema_violations(status_schema, rejected).empty());
+
+  const ca::EvaluationService::Progress progress = service->events(good, 0, 0ms);
+  CHECK(progress.finished);
+  REQUIRE(progress.events.size() >= 3);
+  CHECK(progress.events.front()["stage"] == "queued");
+  CHECK(progress.events.back()["stage"] == "finished");
+  CHECK(progress.events.back()["reward"] == 1);
+
+  CHECK(refusal([&] { (void)service->status("ev-nonexistent"); }).status() == 404);
+  CHECK(refusal([&] { service->cancel(good); }).status() == 409);
+  const std::string metrics = service->metrics();
+  CHECK(metrics.find("cuda_agent_evaluations_accepted_total 2") != std::string::npos);
+  CHECK(metrics.find("cuda_agent_evaluations_finished_total{outcome=\"evaluated\"} 2") != std::string::npos);
+  CHECK(metrics.find("# TYPE cuda_agent_device_busy_seconds_total counter") != std::string::npos);
+}
+
+TEST_CASE("a client may hold so many unfinished evaluations, and submit so many in all") {
+  ServiceFixture fixture;
+  ca::EvaluationServiceOptions options = fixture.options();
+  options.clients["small"] = ca::ServiceClient{"small", 1, 2};
+  auto service = fixture.service(options);
+  const std::string held = submit_one(*service, request("hold"), "small");
+  ca::ServiceError error = refusal([&] { service->submit(request("plain"), "small"); });
+  CHECK(error.status() == 429);
+  CHECK(error.code() == "too_many_in_flight");
+  // Another client is not held back by this one.
+  const std::string other = submit_one(*service, request("plain"), "other");
+  fixture.release();
+  CHECK(finished(*service, held)["outcome"] == "evaluated");
+  CHECK(finished(*service, other)["outcome"] == "evaluated");
+  (void)finished(*service, submit_one(*service, request("plain"), "small"));
+  error = refusal([&] { service->submit(request("plain"), "small"); });
+  CHECK(error.code() == "quota_exceeded");
+}
+
+TEST_CASE("a waiting evaluation is cancelled, one past its deadline expires") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const std::string held = submit_one(*service, request("hold"));
+  const std::string waiting = submit_one(*service, request("plain"));
+  nlohmann::json hurried = request("plain");
+  hurried["deadline_s"] = 0.01;
+  const std::string expiring = submit_one(*service, hurried);
+  std::this_thread::sleep_for(50ms);
+  (void)service->cancel(waiting);
+  const nlohmann::json cancelled = service->wait(waiting, 5s);
+  CHECK(cancelled["stage"] == "finished");
+  CHECK(cancelled["outcome"] == "cancelled");
+  CHECK(cancelled["reward"].is_null());
+  fixture.release();
+  CHECK(finished(*service, held)["outcome"] == "evaluated");
+  CHECK(finished(*service, expiring)["outcome"] == "expired");
+}
+
+TEST_CASE("the journal: a service started again answers for finished evaluations and runs the unfinished ones") {
+  ServiceFixture fixture;
+  std::string done;
+  std::string interrupted;
+  {
+    auto first = fixture.service();
+    done = submit_one(*first, request("plain"));
+    CHECK(finished(*first, done)["reward"]["value"] == 1);
+    interrupted = submit_one(*first, request("hold"));
+    // The service goes while its evaluation runs: what runs finishes its stage and is left
+    // unfinished in the journal, as a crash would leave it.
+    std::thread releaser([&] {
+      std::this_thread::sleep_for(100ms);
+      fixture.release();
+    });
+    first.reset();
+    releaser.join();
+  }
+  // The candidate's files are in the journal: the new service needs nothing else.
+  auto second = fixture.service();
+  CHECK(second->health()["recovered"] == 1);
+  CHECK(second->status(done)["reward"]["value"] == 1);
+  const nlohmann::json resumed = finished(*second, interrupted);
+  CHECK(resumed["outcome"] == "evaluated");
+  CHECK(resumed["reward"]["value"] == 1);
+  second.reset();
+  // A third start finds both finished, and nothing to run.
+  auto third = fixture.service();
+  CHECK(third->health()["recovered"] == 0);
+  CHECK(third->status(interrupted)["outcome"] == "evaluated");
+}
+
+TEST_CASE("a journal cut short by a crash loses only its last, incomplete line") {
+  ServiceFixture fixture;
+  std::string done;
+  {
+    auto first = fixture.service();
+    done = submit_one(*first, request("plain"));
+    (void)finished(*first, done);
+  }
+  std::ofstream(fixture.root / "state" / "journal.jsonl", std::ios::app) << R"({"type": "accepted", "id": "ev-cut)";
+  auto second = fixture.service();
+  CHECK(second->status(done)["outcome"] == "evaluated");
+  CHECK(second->health()["recovered"] == 0);
+}
+
+TEST_CASE("drain: new requests are refused while the accepted ones finish") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const std::string held = submit_one(*service, request("hold"));
+  std::thread drainer([&] { service->drain(); });
+  for (int i = 0; i < 200 && !service->draining(); ++i) std::this_thread::sleep_for(5ms);
+  const ca::ServiceError error = refusal([&] { service->submit(request("plain")); });
+  CHECK(error.status() == 503);
+  CHECK(service->health()["status"] == "draining");
+  fixture.release();
+  drainer.join();
+  CHECK(service->status(held)["outcome"] == "evaluated");
+}
