@@ -15,6 +15,7 @@ endif()
 foreach(expected
     "share/cmake/cuda_agent/cuda_agent-config.cmake"
     "share/cmake/cuda_agent/cuda_agent-config-version.cmake"
+    "share/cmake/cuda_agent/FindCppHttplib.cmake"
     "include/cuda_agent/cuda_agent.hpp"
     "include/cuda_agent/version.hpp"
     "include/cuda_agent/detail/embedded_resources.hpp")
@@ -24,7 +25,7 @@ foreach(expected
 endforeach()
 # Every core header of the source tree, in each subsystem folder and its detail/, is installed.
 file(GLOB_RECURSE core_headers RELATIVE "${SOURCE_DIR}/include" "${SOURCE_DIR}/include/cuda_agent/*.hpp")
-list(FILTER core_headers EXCLUDE REGEX "^cuda_agent/(http|cuda|torch)/")
+list(FILTER core_headers EXCLUDE REGEX "^cuda_agent/(http|cuda|torch|server)/")
 foreach(header IN LISTS core_headers)
   if(NOT EXISTS "${INSTALL_DIR}/include/${header}")
     message(FATAL_ERROR "the install tree lacks include/${header}")

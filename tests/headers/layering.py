@@ -10,6 +10,7 @@ Includes point only down the chain:
       <- evaluate
       <- agent
       <- the at-scale parts: service, bench, deploy, synthesis
+      <- server (the service over HTTP)
 
 A header may include headers of its own folder and of any lower layer. It may not include
 a higher layer, nor a folder of its own layer unless SIDEWAYS names that edge (with the
@@ -43,6 +44,8 @@ LAYERS = [
     # Not written yet; each gets its own folder above agent. An edge between two of them
     # goes into SIDEWAYS with its reason.
     (5, ["service", "bench", "deploy", "synthesis"]),
+    # The optional HTTP face of the service (cpp-httplib).
+    (6, ["server"]),
 ]
 
 # Edges allowed within one layer: (from, to) -> why.
@@ -57,7 +60,7 @@ DETAIL_FRIENDS = {
     "llm": ["http"],
 }
 
-OPTIONAL = ["http", "cuda", "torch"]
+OPTIONAL = ["http", "cuda", "torch", "server"]
 UMBRELLA = "cuda_agent.hpp"
 # -----------------------------------------------------------------------------------
 

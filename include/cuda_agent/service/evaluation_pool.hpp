@@ -293,7 +293,7 @@ class EvaluationPool {
       jobs_.emplace(job->id, job);
       build_queue_.push_back(job);
       ++counters_.queued;
-      events.push_back(PoolEvent{job->id, PoolStage::queued, std::nullopt, {}, ++events_made_});
+      events.push_back(PoolEvent{job->id, PoolStage::queued, std::nullopt, {}, ++events_made_, nullptr});
     }
     work_.notify_all();
     emit(events);
@@ -455,7 +455,7 @@ class EvaluationPool {
     job->stage = stage;
     ++count_of(stage);
     job->stage_started = std::chrono::steady_clock::now();
-    events.push_back(PoolEvent{job->id, stage, std::nullopt, job->device, ++events_made_});
+    events.push_back(PoolEvent{job->id, stage, std::nullopt, job->device, ++events_made_, nullptr});
   }
 
   /// Under the lock: the job's result, its counters, the cache, its event.
