@@ -73,8 +73,7 @@ struct Served {
 
 std::string request_body(const std::string& task) {
   return nlohmann::json{{"task", {{"name", task}, {"source", "# " + task + "\n"}}},
-                        {"candidate",
-                         {{"files", {{"model_new.py", "# " + ca::detail::random_hex(6) + "\n"}}}}}}
+                        {"candidate", {{"files", {{"model_new.py", "# " + ca::detail::random_hex(6) + "\n"}}}}}}
       .dump();
 }
 
@@ -195,8 +194,9 @@ TEST_CASE("a server beyond loopback refuses to start without tokens, and short t
   service_options.state_directory = root / "state";
   service_options.pool.work_directory = root / "pool";
   auto script = std::make_shared<Script>();
-  ca::EvaluationService service(service_options, ScriptedEvaluator{script},
-                                [script](const ca::PoolSlot&) { return ca::AnyStagedEvaluator(ScriptedEvaluator{script}); });
+  ca::EvaluationService service(service_options, ScriptedEvaluator{script}, [script](const ca::PoolSlot&) {
+    return ca::AnyStagedEvaluator(ScriptedEvaluator{script});
+  });
   ca::HttpServiceOptions open;
   open.host = "0.0.0.0";
   CHECK_THROWS_WITH(ca::HttpService(service, open), Catch::Contains("needs at least one bearer token"));

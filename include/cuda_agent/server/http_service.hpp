@@ -171,26 +171,26 @@ class HttpService {
 
   void routes() {
     httplib::Server& server = *server_;
-    server.Post("/v1/evaluations", guarded([this](const httplib::Request& request, httplib::Response& response,
-                                                  const std::string& client) {
-                  const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
-                  if (body.is_discarded())
-                    throw ServiceError(400, "invalid_json", "the request body is not valid JSON");
-                  const std::chrono::milliseconds wait = wait_of(request);
-                  nlohmann::json answer = service_.submit(body, client);
-                  bool all_finished = true;
-                  if (wait.count() > 0) {
-                    const auto until = std::chrono::steady_clock::now() + wait;
-                    for (nlohmann::json& status : answer["evaluations"]) {
-                      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
-                          until - std::chrono::steady_clock::now());
-                      status = service_.wait(status["id"], std::max(left, std::chrono::milliseconds(0)));
-                    }
-                  }
-                  for (const nlohmann::json& status : answer["evaluations"])
-                    all_finished = all_finished && status["stage"] == "finished";
-                  send_json(response, all_finished ? 200 : 202, answer);
-                }));
+    server.Post(
+        "/v1/evaluations",
+        guarded([this](const httplib::Request& request, httplib::Response& response, const std::string& client) {
+          const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+          if (body.is_discarded()) throw ServiceError(400, "invalid_json", "the request body is not valid JSON");
+          const std::chrono::milliseconds wait = wait_of(request);
+          nlohmann::json answer = service_.submit(body, client);
+          bool all_finished = true;
+          if (wait.count() > 0) {
+            const auto until = std::chrono::steady_clock::now() + wait;
+            for (nlohmann::json& status : answer["evaluations"]) {
+              const auto left =
+                  std::chrono::duration_cast<std::chrono::milliseconds>(until - std::chrono::steady_clock::now());
+              status = service_.wait(status["id"], std::max(left, std::chrono::milliseconds(0)));
+            }
+          }
+          for (const nlohmann::json& status : answer["evaluations"])
+            all_finished = all_finished && status["stage"] == "finished";
+          send_json(response, all_finished ? 200 : 202, answer);
+        }));
     server.Get(R"(/v1/evaluations/([^/]+))",
                guarded([this](const httplib::Request& request, httplib::Response& response, const std::string&) {
                  const std::string id = request.matches[1];
@@ -207,7 +207,8 @@ class HttpService {
                  (void)service_.status(id);  // 404 before the stream starts
                  response.set_header("Cache-Control", "no-cache");
                  response.set_chunked_content_provider(
-                     "text/event-stream", [this, id, seen = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
+                     "text/event-stream",
+                     [this, id, seen = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
                        const EvaluationService::Progress progress = service_.events(id, seen, options_.keep_alive);
                        std::string text;
                        for (const nlohmann::json& event : progress.events)
@@ -224,8 +225,7 @@ class HttpService {
                                  send_json(response, service_.draining() ? 503 : 200, service_.health());
                                },
                                /*needs_token=*/false));
-    server.Get("/metrics",
-               guarded([this](const httplib::Request&, httplib::Response& response, const std::string&) {
+    server.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& response, const std::string&) {
                  response.set_content(service_.metrics(), "text/plain; version=0.0.4");
                }));
     // What the routes above did not answer (no such route, a body over the limit).

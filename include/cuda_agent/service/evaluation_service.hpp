@@ -17,7 +17,7 @@
 ///   evaluations and an optional quota.
 /// - `drain()` refuses new requests (status 503) and returns once the accepted ones finished.
 
-#include <algorithm>           // min
+#include <algorithm>           // all_of
 #include <chrono>              // steady_clock, system_clock, milliseconds
 #include <condition_variable>  // condition_variable
 #include <cstddef>             // size_t
@@ -309,6 +309,11 @@ class EvaluationService {
       draining_ = true;
     }
     pool_->close();
+    // The pool is done once its last result is out; the service once it is journaled.
+    std::unique_lock lock(mutex_);
+    changed_.wait(lock, [&] {
+      return std::all_of(records_.begin(), records_.end(), [](const auto& entry) { return entry.second.finished; });
+    });
   }
 
   [[nodiscard]] bool draining() const {
