@@ -2,7 +2,7 @@
 // The argument validator: every keyword it supports, and messages a model can act on.
 #include "catch.hpp"
 
-#include <cuda_agent/tools/detail/json_schema.hpp>
+#include <cuda_agent/detail/json_schema.hpp>
 
 #include <algorithm>
 #include <string>
