@@ -90,7 +90,9 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
   command.add_option("--max-pending", o.max_pending, "unfinished evaluations held at most (default 1024)")
       ->check(whole_number(1, 1000000))
       ->type_name("N");
-  command.add_option("--state-dir", o.state_directory, "the journal and unfinished candidates (default ./cuda-agent-serve)")
+  command
+      .add_option("--state-dir", o.state_directory,
+                  "the journal and unfinished candidates (default ./cuda-agent-serve)")
       ->type_name("DIR");
   command.add_option("--tokens", o.tokens, "bearer tokens and their clients (required beyond loopback)")
       ->type_name("FILE");
@@ -252,16 +254,16 @@ int run_serve(ServeOptions& options) {
   std::mutex made_mutex;
   int made = 0;
   const ServeOptions& settings = options;
-  EvaluationService evaluations(
-      service, make_evaluator(settings, PoolSlot{options.device, devices.front()}, work / "builder"),
-      [&settings, &work, &made, &made_mutex](const PoolSlot& slot) {
-        int number = 0;
-        {
-          const std::lock_guard lock(made_mutex);
-          number = made++;
-        }
-        return make_evaluator(settings, slot, work / ("slot-" + std::to_string(number)));
-      });
+  EvaluationService evaluations(service,
+                                make_evaluator(settings, PoolSlot{options.device, devices.front()}, work / "builder"),
+                                [&settings, &work, &made, &made_mutex](const PoolSlot& slot) {
+                                  int number = 0;
+                                  {
+                                    const std::lock_guard lock(made_mutex);
+                                    number = made++;
+                                  }
+                                  return make_evaluator(settings, slot, work / ("slot-" + std::to_string(number)));
+                                });
   HttpService server(evaluations, http);
   const int port = server.bind();
   std::thread listener([&server] { server.run(); });
@@ -290,8 +292,10 @@ int run_serve(ServeOptions& options) {
 
 void add_serve_command(CLI::App& program, int& exit_status) {
   auto options = std::make_shared<ServeOptions>();
-  CLI::App* command = program.add_subcommand("serve", "serve trusted evaluations over HTTP/JSON to trainers and agents");
-  command->footer(std::string(serve_description) + "\n\nexit status: 0 drained after a signal, 2 usage error, 3 failed");
+  CLI::App* command =
+      program.add_subcommand("serve", "serve trusted evaluations over HTTP/JSON to trainers and agents");
+  command->footer(std::string(serve_description) +
+                  "\n\nexit status: 0 drained after a signal, 2 usage error, 3 failed");
   add_serve_options(*command, *options);
   command->callback([options, &exit_status] { exit_status = run_serve(*options); });
 }

@@ -238,3 +238,35 @@ def test_targets_of_a_cross_entropy_hold_its_ignore_index_in_one_set():
     # Integer tensors of other operators keep their values: nothing treats -100 apart there.
     report = run(two_input_task("x[n]", "[torch.randn(64, 10), torch.randint(0, 64, (64,))]"))
     assert not any(entry["distribution"]["kind"] == models.INTEGER_SENTINELS for entry in report["tried"])
+
+
+def test_integer_settings_named_as_special_values_are_held_by_the_integer_inputs_of_one_set():
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, pad_id, hidden):
+        super().__init__()
+        self.pad_id = pad_id
+        self.hidden = hidden
+
+    def forward(self, x, tokens):
+        mask = (tokens != self.pad_id).to(x.dtype)
+        return (x * mask.unsqueeze(-1)).sum(dim=1) / mask.sum(dim=1, keepdim=True).clamp_min(1.0)
+
+
+def get_inputs():
+    return [torch.randn(8, 32, 16), torch.randint(1, 100, (8, 32))]
+
+
+def get_init_inputs():
+    return [0, 16]
+"""
+    module = types.ModuleType("masked_mean_task")
+    exec(compile(source, "masked_mean_task.py", "exec"), module.__dict__)
+    report = run(module)
+    # The padding id the tokens never hold gets a set of its own; a size named otherwise does not.
+    assert {"kind": models.INTEGER_SENTINELS, "value": 0} in report["stress"] and not report["unfit"]
+    assert not any(entry["distribution"] == {"kind": models.INTEGER_SENTINELS, "value": 16} for entry in report["tried"])

@@ -195,6 +195,9 @@ def test_inline_assembly_only_in_device_code():
     "using namespace pybind11;\n",
     "namespace python = pybind11;\n",
     "torch::Tensor f(torch::Tensor x) { THPVariable_Wrap(x); return x; }\n",
+    # an alias of the alias, under which pybind11's free functions lose their py::
+    "namespace q = py;\nvoid f(q::handle h) { auto g = q::getattr(h, \"x\"); }\n",
+    "using namespace py;\n",
 ])
 def test_python_objects_are_out_of_reach_of_a_binding(source):
     found = reasons(PRELUDE + source)
@@ -659,3 +662,17 @@ def test_the_link_policys_torch_operators_cover_the_guards_allowlist():
             if name not in listed:
                 missing.append(name)
     assert not missing, missing
+
+
+@pytest.mark.parametrize("source", [
+    # a header named by a macro: the scan cannot read which
+    '#define HEADER "ATen/native/cpu/LogSoftmaxKernelImpl.h"\n#include HEADER\n',
+    "#define HEADER <thread>\n#  include HEADER\n",
+    # a tensor's lazy negation bit: copy_ of such a view computes -x inside torch
+    "torch::Tensor f(torch::Tensor x) { auto v = x.view(-1); v.unsafeGetTensorImpl()->_set_neg(true);"
+    " return torch::empty_like(x).copy_(v); }\n",
+    "torch::Tensor f(torch::Tensor x) { return torch::_neg_view(x); }\n",
+])
+def test_includes_named_by_macros_and_tensor_internals_are_refused(source):
+    found = reasons(PRELUDE + source)
+    assert found and found[0][0] == "forbidden_construct", found

@@ -33,12 +33,19 @@ ALLOWED = {
                                          x.detach(), torch.arange(4).to(torch.float32),
                                          torch.empty(4, dtype=torch.float64).copy_(torch.arange(4)),
                                          torch.ones(2, dtype=torch.bool).to(x.dtype)),
+    # narrower integers where every value fits: the conversion is exact
+    "int64 indices to int32": lambda x: (torch.arange(24).view(4, 6).to(torch.int32),
+                                         torch.empty(24, dtype=torch.uint8).copy_(torch.arange(24))),
+    "fills with numbers and same-dtype tensors": lambda x: (torch.empty(3, dtype=torch.int64).fill_(7),
+                                                            torch.empty(3).fill_(x[0, 0])),
     "fills": lambda x: (torch.empty(3).fill_(1), torch.empty(3).zero_()),
     "a scalar": lambda x: x[0, 0].item(),
 }
 
 LAYER = torch.nn.Linear(6, 2)
 COMPLEX = torch.complex(torch.randn(4, 6), torch.randn(4, 6))
+#: Made outside the guard, as native code sets the bit where no operator runs.
+NEGATED = torch._neg_view(torch.randn(4, 6))
 
 FORBIDDEN = {
     "torch.matmul": (lambda x: torch.matmul(x, x.t()), "aten.mm"),
@@ -59,6 +66,18 @@ FORBIDDEN = {
     "int to bool (x != 0)": (lambda x: torch.ones(4, 6, dtype=torch.int64).bool(), "aten._to_copy"),
     "copy_ of floats into ints": (lambda x: torch.empty(4, 6, dtype=torch.int32).copy_(x), "aten.copy_"),
     "complex to real": (lambda x: torch.empty(4, 6).copy_(COMPLEX), "aten.copy_"),
+    # narrower integers where values do not fit: x.to(torch.uint8) is x & 255
+    "int64 to uint8 (x & 255)": (lambda x: torch.full((24,), 1000).to(torch.uint8), "aten._to_copy"),
+    "copy_ of int64 into int16": (lambda x: torch.empty(2, dtype=torch.int16).copy_(torch.tensor([1, 1 << 20])),
+                                  "aten.copy_"),
+    "fill_ of an int tensor with a float element (trunc)": (
+        lambda x: torch.empty(1, dtype=torch.int64).fill_(x[0, 0]), "aten.fill_"),
+    # a copy of a lazily negated view computes -x inside copy_
+    "copy_ of a negated view": (lambda x: torch.empty_like(x).copy_(NEGATED), "aten.copy_"),
+    # a tensor's data turned into sizes and bounds on the host
+    "torch.arange up to a tensor": (lambda x: torch.arange(0, torch.tensor(7)).numel(), "torch.arange"),
+    "torch.full with a tensor fill value": (lambda x: torch.full((2,), x[0, 0]), "torch.full"),
+    "Tensor.new_zeros sized by a tensor": (lambda x: x.new_zeros(torch.tensor(3)), "Tensor.new_zeros"),
 }
 
 

@@ -643,6 +643,8 @@ inline constexpr std::string_view cxx_runtime[] = {
     "__dynamic_cast", "__cxxabiv1::*", "std::*", "__gnu_cxx::*", "__gnu_debug::*", "__gmon_start__",
     "_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__stack_chk_fail", "__tls_get_addr",
     "__libc_single_threaded", "atexit", "exit", "abort", "__assert_fail",
+    // std::call_once's trampoline (its callable and call are the TLS variables std::__once_*)
+    "__once_proxy",
     // libgcc's arithmetic helpers (128-bit integers, half floats, complex products, bit counts)
     "__popcount*", "__clz*", "__ctz*", "__ffs*", "__parity*", "__bswap*", "__divti3", "__udivti3", "__modti3",
     "__umodti3", "__udivmodti4", "__muldc3", "__mulsc3", "__mulxc3", "__divdc3", "__divsc3", "__divxc3",

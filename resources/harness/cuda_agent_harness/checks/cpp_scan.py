@@ -173,9 +173,20 @@ CPP_FORBIDDEN = [
                             ", ".join("py::" + name for name in _PYBIND11_ALLOWED)),
     (re.compile(r"(?<![\w.>:])(?:::\s*)?(" + "|".join(_PYBIND11_FUNCTIONS) + r")\s*[<(]|(?:\.|->)\s*ptr\s*\(\s*\)"),
      "forbidden_construct", "reaches Python objects or their raw pointers from C++; the extension must only compute"),
-    (re.compile(r"\busing\s+namespace\s+(?:::\s*)?pybind11\b|\bnamespace\s+(?!py\s*=)\w+\s*=\s*(?:::\s*)?pybind11\b"),
+    (re.compile(r"\busing\s+namespace\s+(?:::\s*)?(?:pybind11|py)\b|"
+                r"\bnamespace\s+(?!py\s*=)\w+\s*=\s*(?:::\s*)?pybind11\b|\bnamespace\s+\w+\s*=\s*(?:::\s*)?py\b"),
      "forbidden_construct", "brings pybind11's names into scope under other spellings; write py:: (namespace py ="
                             " pybind11)"),
+    # A header named by a macro: what is included is decided where this check cannot read it.
+    (re.compile(r"(?m)^[ \t]*(?:#|%:)[ \t]*include\s*(?![<\"\s])"), "forbidden_construct",
+     "includes a header named by a macro; name headers with <...> or \"...\""),
+    # A tensor's lazy negation and conjugation bits: a copy of such a view computes -x or
+    # conj(x) inside torch, below everything that watches the operators forward runs.
+    (re.compile(r"\b(?:_set_neg|_set_conj|_set_zero|set_neg|set_conj|_neg_view|_conj|_conj_physical|resolve_neg|"
+                r"resolve_conj|unsafeGetTensorImpl|unsafeReleaseTensorImpl|getIntrusivePtr|TensorImpl|key_set_)\b"),
+     "forbidden_construct", "reaches a tensor's implementation (its dispatch keys, its lazy negation or"
+                            " conjugation), where torch computes without an operator; the extension must compute in"
+                            " its own kernels"),
     (re.compile(r"\bTHP\w+"), "forbidden_construct", "uses torch's Python bindings from C++"),
     # Functions by their address: pointer arithmetic from one reaches any function of the
     # same library without naming it, and a call through a pointer escapes every check.

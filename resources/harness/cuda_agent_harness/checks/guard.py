@@ -39,8 +39,20 @@ ALLOWED_ATEN = frozenset({
 #: Allowed operators that may convert between dtypes. Between floating-point dtypes (and from
 #: integers to them) a conversion moves values; from floating-point or complex values to
 #: integers or booleans, or from complex to real ones, it computes: x.to(torch.int64) is
-#: torch.trunc, x.to(torch.bool) is x != 0.
-CONVERSIONS = frozenset({"_to_copy", "to", "copy_"})
+#: torch.trunc, x.to(torch.bool) is x != 0. From integers to a narrower integer type it
+#: computes unless every value fits: x.to(torch.uint8) is x & 255. fill_ converts its value
+#: to the tensor's dtype the same way.
+CONVERSIONS = frozenset({"_to_copy", "to", "copy_", "fill_"})
+
+#: Python-level functions that make tensors from sizes, bounds and fill values: given a
+#: tensor there, they turn its data into sizes and numbers on the host (torch.arange(0, v)
+#: has v elements), a channel out of torch for anything computed from them.
+CREATION_FUNCTIONS = frozenset({
+    "torch.arange", "torch.range", "torch.linspace", "torch.logspace", "torch.full", "torch.zeros", "torch.ones",
+    "torch.empty", "torch.empty_strided", "torch.randint", "torch.randn", "torch.rand", "torch.randperm",
+    "torch.eye", "torch.tril_indices", "torch.triu_indices", "Tensor.new_full", "Tensor.new_zeros",
+    "Tensor.new_ones", "Tensor.new_empty", "Tensor.new_empty_strided", "torch.full_like",
+})
 
 #: Python-level calls that leave torch with the data (and so could compute elsewhere).
 DENIED_FUNCTIONS = frozenset({
@@ -134,7 +146,7 @@ class ForwardGuard:
 
 def _value_changing_conversion(packet: str, args, kwargs) -> str | None:
     """'<from> to <to>' when the conversion ``packet(*args, **kwargs)`` computes, else None."""
-    if packet == "copy_":
+    if packet in ("copy_", "fill_"):
         if len(args) < 2 or not isinstance(args[0], torch.Tensor) or not isinstance(args[1], torch.Tensor):
             return None
         source, target = args[1].dtype, args[0].dtype
@@ -158,7 +170,45 @@ def _value_changing_conversion(packet: str, args, kwargs) -> str | None:
     if target == torch.bool and source != torch.bool:
         # Integers to booleans compare with zero too, also the bits of floats seen as integers.
         return f"{source} values to {target} (a comparison with zero)"
+    if _narrower_integer(source, target):
+        values = args[1] if packet in ("copy_", "fill_") else args[0]
+        if not _fits(values, target):
+            return f"{source} values to {target}, some of which do not fit (a truncation)"
     return None
+
+
+def _lazy_computation(args) -> str | None:
+    """What a lazily negated or conjugated tensor among ``args`` would make an operator compute."""
+    for value in args:
+        if isinstance(value, torch.Tensor):
+            if value.is_neg():
+                return "a tensor with its negation bit set (a copy of it computes -x)"
+            if value.is_conj():
+                return "a tensor with its conjugation bit set (a copy of it computes conj(x))"
+    return None
+
+
+def _narrower_integer(source: torch.dtype, target: torch.dtype) -> bool:
+    """Whether some integer of ``source`` has no value in ``target`` (both integer dtypes)."""
+    if source.is_floating_point or source.is_complex or target.is_floating_point or target.is_complex:
+        return False
+    if torch.bool in (source, target):
+        return False
+    try:
+        wide, narrow = torch.iinfo(source), torch.iinfo(target)
+    except TypeError:
+        return False
+    return narrow.min > wide.min or narrow.max < wide.max
+
+
+def _fits(values: torch.Tensor, target: torch.dtype) -> bool:
+    """Whether every element of ``values`` is a value of ``target`` (runs below the guard's
+    modes: the check is the guard's own work, not the candidate's)."""
+    if values.numel() == 0:
+        return True
+    bounds = torch.iinfo(target)
+    low, high = torch.aminmax(values.detach().reshape(-1))
+    return int(low) >= bounds.min and int(high) <= bounds.max
 
 
 class _FunctionMode(TorchFunctionMode):
@@ -170,6 +220,14 @@ class _FunctionMode(TorchFunctionMode):
         name = describe_function(func)
         if name in DENIED_FUNCTIONS:
             self.guard.refuse(name, name, "it hands the tensor's data to code outside torch and the extension")
+        if name in CREATION_FUNCTIONS:
+            skip_first = name.startswith("Tensor.") or name.endswith("_like")
+            given = list(args[1:] if skip_first else args) + [value for key, value in (kwargs or {}).items()
+                                                               if key != "out"]
+            given = [each for value in given for each in (value if isinstance(value, (list, tuple)) else (value,))]
+            if any(isinstance(value, torch.Tensor) for value in given):
+                self.guard.refuse(name, name, "a tensor given as a size, bound or fill value turns its data into"
+                                              " numbers on the host; pass Python numbers and shapes")
         self.guard._python_stack.append(name)
         try:
             return func(*args, **(kwargs or {}))
@@ -187,6 +245,10 @@ class _DispatchMode(TorchDispatchMode):
         packet = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
         operation = f"{namespace}.{packet}"
         if namespace == "aten" and packet in self.guard.allowed:
+            lazy = _lazy_computation(args)
+            if lazy:
+                self.guard.refuse(operation, self.guard.current_python(),
+                                  f"it reads {lazy}, which makes the copy compute; do it in your kernels")
             if packet in CONVERSIONS:
                 lost = _value_changing_conversion(packet, args, kwargs or {})
                 if lost:

@@ -25,9 +25,16 @@ DEFAULT_CHECK = {"probability": 0.2, "atol": 1e-2, "rtol": 1e-2, "max_elements":
 
 
 def build_reference_model(torch, reference, init_seed: int, device):
+    """The reference as the timing runs it: its weights perturbed as the verification
+    perturbs them. Timed with the weights as initialised, a kernel that treats a fresh
+    BatchNorm as an identity or skips a zero-initialised branch would compute the right
+    outputs exactly when timed, and only then."""
+    from ..models import perturb_parameters  # imports torch, which the caller has by now
+
     torch.manual_seed(init_seed)
-    model = reference.Model(*reference.get_init_inputs())
-    return model.to(device.torch_device).eval()
+    model = reference.Model(*reference.get_init_inputs()).to(device.torch_device)
+    perturb_parameters(model, init_seed + 1)
+    return model.eval()
 
 
 def task_hash_of(reference_path: str) -> str:

@@ -35,8 +35,8 @@ it runs, or a root of a reduction: ``ROOTS``, ``REDUCTIONS``) gets a flat set to
 floating-point numbers among its inputs a set with them negated (``models.NEGATED_SCALARS``),
 where the reference stays in its domain. Integers among the inputs are shifted by one in a set
 of their own (``models.SHIFTED_INTEGERS``) where the outputs keep their shapes (an operand, not
-a size), and integer tensors get sets holding the values the reference's losses ignore
-(``models.INTEGER_SENTINELS``).
+a size), and integer tensors get sets holding the values the reference's losses ignore and
+those its modules' settings name (a ``pad_id``, a ``mask_token``: ``models.INTEGER_SENTINELS``).
 
 The audit also records the state the reference keeps from call to call on its own (tensors
 it replaces in its attributes every call, ``checks.steadiness.KeptStateLog``): ModelNew may
@@ -47,6 +47,7 @@ task then replaces some of its input sets with the distributions kept."""
 
 from __future__ import annotations
 
+import re
 import torch
 
 from ..checks import compare
@@ -310,8 +311,8 @@ def audit_task(module, model, args: dict, device: str) -> dict:
         tried.append(shifted)
         if shifted["in_domain"]:
             chosen.append(shifted["distribution"])
-    # Integer tensors never hold the values the reference's operators treat apart (a target
-    # a cross entropy ignores): sets that hold them, where the outputs keep their shapes.
+    # Integer tensors never hold the values the reference treats apart (a target a cross
+    # entropy ignores, a padding id): sets that hold them, where the outputs keep their shapes.
     if not remaining and auditor.has_integer_tensors:
         for value in _sentinels(run, model):
             sentinel = auditor.probe({"kind": models.INTEGER_SENTINELS, "value": value}, [], same_shapes=True)
@@ -338,17 +339,30 @@ def audit_task(module, model, args: dict, device: str) -> dict:
     return report
 
 
+#: Names of integer settings of a model that single out values of its integer inputs (a
+#: padding id, a token a mask or a loss ignores, a blank label).
+SENTINEL_NAMES = re.compile(r"(?:^|_)(?:pad|padding|ignore|mask|masked|eos|bos|sep|cls|blank|unk|sentinel|null)(?:_|$)|"
+                            r"_(?:id|idx|index|token)$")
+#: Sentinel sets per task, at most (each is one more input set in every verification).
+MAX_SENTINELS = 3
+
+
 def _sentinels(run: set[str], model) -> list[int]:
-    """The integer values the reference's operators give a meaning of their own: the
-    ``ignore_index`` of its losses (-100 unless a module of the model says otherwise)."""
-    if not run & IGNORING_LOSSES:
-        return []
-    values = {IGNORE_INDEX_DEFAULT}
+    """The integer values the reference gives a meaning of their own: the ``ignore_index``
+    of its losses (-100 unless a module of the model says otherwise), and the integer
+    settings of its modules named as such values (``pad_id``, ``mask_token``,
+    ``padding_idx``). The task's own inputs may never hold them (tokens drawn from 1 up
+    leave a padding id of 0 out), so a kernel that ignores them would pass."""
+    values = {IGNORE_INDEX_DEFAULT} if run & IGNORING_LOSSES else set()
+    named = set()
     for module in model.modules():
         value = getattr(module, "ignore_index", None)
-        if type(value) is int:
+        if type(value) is int and run & IGNORING_LOSSES:
             values.add(value)
-    return sorted(values)
+        for name, setting in vars(module).items():
+            if type(setting) is int and SENTINEL_NAMES.search(name.lower()):
+                named.add(setting)
+    return sorted(values | named)[:MAX_SENTINELS]
 
 
 def _tried_text(tried: list) -> str:

@@ -48,8 +48,25 @@ _copy = torch.Tensor.copy_
 _empty = torch.empty
 _narrow = torch.Tensor.narrow
 _view = torch.Tensor.view
+_set_versions = getattr(torch._C._autograd, "_unsafe_set_version_counter", None)
 _data_ptr = torch.Tensor.data_ptr
 
+
+
+#: Version counters a verified call's inputs carry, drawn anew for every call.
+VERSION_RANGE = 8
+
+
+def _blur_versions(inputs) -> None:
+    """Gives the input tensors of a call version counters drawn at random (0 included): a
+    placed input has been written in place and a fresh one has not, and a timed one is fresh
+    from get_inputs(), so without this ``x._version`` would tell a forward which calls are
+    checked and which are timed."""
+    tensors = [value for value in inputs if isinstance(value, torch.Tensor)]
+    if not tensors or _set_versions is None:
+        return
+    draws = os.urandom(len(tensors))
+    _set_versions(tuple(tensors), tuple(draw % VERSION_RANGE for draw in draws))
 
 class Stopped(Exception):
     """The reference ended the session (it found a mismatch)."""
@@ -345,6 +362,7 @@ class Caller:
         self.counters.extension_calls = 0
         self.counters.graph_replays = 0
         guard = ForwardGuard(extra_allowed=self.policy.get("extra_allowed_operations", ()))
+        _blur_versions(inputs)
         activity = hygiene.DeviceActivity(self.gate_us()) if profiled else None
         outputs = None
         snapshots = None
