@@ -456,7 +456,7 @@ class EvaluationService {
                      {"task", prepared.task.name},
                      {"client", prepared.client},
                      {"metadata", prepared.normalized.value("metadata", nlohmann::json::object())}};
-    const nlohmann::json status = record.status;
+    nlohmann::json status = record.status;
     EvaluationRequest request;
     request.id = prepared.id;
     request.task = std::move(prepared.task);
