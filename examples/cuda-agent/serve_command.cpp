@@ -28,9 +28,10 @@
 #include <thread>      // thread, hardware_concurrency
 #include <vector>      // vector
 
-#include <pthread.h>  // pthread_sigmask
-#include <signal.h>   // sigset_t, sigwait
-#include <unistd.h>   // geteuid
+#include <pthread.h>       // pthread_sigmask
+#include <signal.h>        // sigset_t, sigwait
+#include <sys/resource.h>  // getrlimit, setrlimit
+#include <unistd.h>        // geteuid
 
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -243,6 +244,13 @@ int run_serve(ServeOptions& options) {
                 << (event.result->cached ? " (cached)" : "")
                 << (event.result->message.empty() ? "" : ": " + event.result->message.substr(0, 200)) << std::endl;
     };
+
+  // Every client connection and every harness worker holds descriptors: the soft limit
+  // (often 1,024) would refuse connections long before the threads run out.
+  if (rlimit files{}; ::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
 
   // Signals go to the thread that waits for them, never to a worker or a server thread.
   sigset_t stop_signals;

@@ -28,6 +28,8 @@
 #include <utility>    // move
 #include <vector>     // vector
 
+#include <sys/socket.h>  // listen, setsockopt, SOMAXCONN
+
 #include <httplib.h>
 
 #include <nlohmann/json.hpp>
@@ -48,6 +50,8 @@ struct HttpServiceOptions {
   std::size_t threads = 64;
   /// The longest `?wait=` honoured.
   std::chrono::seconds max_wait{600};
+  /// Requests one connection may carry before the server closes it.
+  std::size_t keep_alive_requests = 10'000;
   /// How often an idle event stream sends a comment, so that proxies keep it open.
   std::chrono::milliseconds keep_alive{15'000};
 };
@@ -72,6 +76,15 @@ class HttpService {
     const std::size_t threads = std::max<std::size_t>(options_.threads, 2);
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     server_->set_payload_max_length(options_.max_body_bytes);
+    // Small JSON answers: sent at once (Nagle's algorithm would hold each for the client's
+    // delayed acknowledgement, about 40 ms), and a client keeps its connection.
+    server_->set_tcp_nodelay(true);
+    server_->set_socket_options([this](socket_t socket) {
+      int on = 1;
+      ::setsockopt(socket, SOL_SOCKET, SO_REUSEADDR, &on, sizeof(on));
+      listening_socket_ = socket;
+    });
+    server_->set_keep_alive_max_count(options_.keep_alive_requests);
     routes();
   }
 
@@ -89,6 +102,10 @@ class HttpService {
     if (port_ < 0)
       throw std::runtime_error("cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                " (in use, or not an address of this machine)");
+    // cpp-httplib listens with a backlog of 5 unless built otherwise: a burst of clients
+    // would find the queue full and have their connections dropped. Listening again on the
+    // bound socket only lengthens its queue.
+    if (listening_socket_ >= 0) ::listen(listening_socket_, SOMAXCONN);
     return port_;
   }
 
@@ -251,6 +268,7 @@ class HttpService {
   EvaluationService& service_;
   HttpServiceOptions options_;
   std::unique_ptr<httplib::Server> server_;
+  socket_t listening_socket_ = -1;
   int port_ = -1;
 };
 

@@ -544,7 +544,9 @@ class EvaluationService {
          {"reward", reward.is_object() ? reward.value("value", nlohmann::json()) : nlohmann::json()},
          {"at", unix_seconds(std::chrono::system_clock::now())}});
     try {
-      journal_->append({{"type", "finished"}, {"id", id}, {"status", record.status}});
+      // Not synced: lost in a crash, the evaluation runs again after the restart, which
+      // costs time only (the next synced record carries this one to disk anyway).
+      journal_->append({{"type", "finished"}, {"id", id}, {"status", record.status}}, /*sync=*/false);
     } catch (const std::exception&) {
       // The result stands; a restart would run the evaluation again, which costs time only.
     }

@@ -44,11 +44,12 @@ class Journal {
     return records;
   }
 
-  /// Appends `record` and syncs it to disk; throws when the disk refuses.
-  void append(const nlohmann::json& record) {
+  /// Appends `record`, synced to disk unless `sync` is false (a record whose loss costs
+  /// only work done again); throws when the disk refuses.
+  void append(const nlohmann::json& record, bool sync = true) {
     const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     write_all(line);
-    if (::fdatasync(fd_) != 0) fail("cannot sync");
+    if (sync && ::fdatasync(fd_) != 0) fail("cannot sync");
   }
 
   /// Replaces the journal with `records` (written beside it, synced, then renamed over it):
