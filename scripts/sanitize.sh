@@ -14,7 +14,7 @@ build="${CUDA_AGENT_ASAN_BUILD_DIR:-$root/build-asan}"
 if [ "$(id -u)" -eq 0 ]; then default_venv=/opt/cuda-agent/venv; else default_venv="$HOME/.local/share/cuda-agent/venv"; fi
 python="${CUDA_AGENT_VENV:-$default_venv}/bin/python3"
 
-components=(core tools llm tasks http sandbox compile verify profile evaluate agent)
+components=(core tools llm tasks http sandbox compile verify profile evaluate agent service server)
 started=$SECONDS
 mkdir -p "$build"
 cmake --preset asan -S "$root" -B "$build" -DCUDA_AGENT_PYTHON="$python" \
