@@ -226,7 +226,12 @@ class HttpService {
                  response.set_chunked_content_provider(
                      "text/event-stream",
                      [this, id, seen = std::size_t{0}](std::size_t, httplib::DataSink& sink) mutable {
-                       const EvaluationService::Progress progress = service_.events(id, seen, options_.keep_alive);
+                       EvaluationService::Progress progress;
+                       try {
+                         progress = service_.events(id, seen, options_.keep_alive);
+                       } catch (const std::exception&) {
+                         return false;  // forgotten meanwhile (the oldest results go first): end the stream
+                       }
                        std::string text;
                        for (const nlohmann::json& event : progress.events)
                          text += "event: progress\ndata: " + event.dump() + "\n\n";
