@@ -304,3 +304,23 @@ TEST_CASE("drain: new requests are refused while the accepted ones finish") {
   drainer.join();
   CHECK(service->status(held)["outcome"] == "evaluated");
 }
+
+TEST_CASE("a service started again keeps only the newest results it may keep, in memory and in its journal") {
+  ServiceFixture fixture;
+  std::vector<std::string> ids;
+  {
+    auto first = fixture.service();
+    for (int i = 0; i < 3; ++i) ids.push_back(submit_one(*first, request("plain", std::to_string(i))));
+    for (const std::string& id : ids) (void)finished(*first, id);
+  }
+  ca::EvaluationServiceOptions options = fixture.options();
+  options.max_results_kept = 2;
+  auto second = fixture.service(options);
+  CHECK(refusal([&] { (void)second->status(ids[0]); }).status() == 404);
+  CHECK(second->status(ids[1])["outcome"] == "evaluated");
+  CHECK(second->status(ids[2])["outcome"] == "evaluated");
+  std::ifstream journal(fixture.root / "state" / "journal.jsonl");
+  const std::string text{std::istreambuf_iterator<char>(journal), std::istreambuf_iterator<char>()};
+  CHECK(text.find(ids[0]) == std::string::npos);
+  CHECK(text.find(ids[2]) != std::string::npos);
+}

@@ -17,7 +17,7 @@
 ///   evaluations and an optional quota.
 /// - `drain()` refuses new requests (status 503) and returns once the accepted ones finished.
 
-#include <algorithm>           // all_of
+#include <algorithm>           // all_of, count_if
 #include <chrono>              // steady_clock, system_clock, milliseconds
 #include <condition_variable>  // condition_variable
 #include <cstddef>             // size_t
@@ -581,9 +581,13 @@ class EvaluationService {
     std::vector<nlohmann::json> compacted;
     std::vector<nlohmann::json> unfinished;
     std::unique_lock lock(mutex_);
+    // Only the newest `max_results_kept` results are answered for, and kept in the journal.
+    auto finished_left = static_cast<std::size_t>(
+        std::count_if(order.begin(), order.end(), [&](const std::string& id) { return finished.contains(id); }));
     for (const std::string& id : order) {
       const nlohmann::json& entry = accepted[id];
       if (const auto done = finished.find(id); done != finished.end()) {
+        if (finished_left-- > options_.max_results_kept) continue;
         Record& record = records_[id];
         record.status = done->second.value("status", nlohmann::json::object());
         record.client = entry.value("client", "local");
