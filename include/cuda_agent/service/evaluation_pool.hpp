@@ -157,6 +157,11 @@ struct PoolCounters {
   std::size_t retried_alone = 0;
   /// Time each device spent verifying or timing (overlapping verifications count once each).
   std::map<std::string, std::chrono::milliseconds> busy;
+
+  /// Requests accepted and not finished, in whatever stage.
+  [[nodiscard]] std::size_t unfinished() const noexcept {
+    return queued + building + waiting_for_slot + verifying + timing;
+  }
 };
 
 /// A request the pool cannot take: it holds as many unfinished requests as it may, or it

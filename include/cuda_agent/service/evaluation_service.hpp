@@ -176,9 +176,7 @@ class EvaluationService {
       throw ServiceError(429, "quota_exceeded",
                          "client '" + client.name + "' has used " + std::to_string(usage.submitted) + " of its " +
                              std::to_string(client.quota) + " evaluations");
-    const PoolCounters counters = pool_->counters();
-    const std::size_t unfinished =
-        counters.queued + counters.building + counters.waiting_for_slot + counters.verifying + counters.timing;
+    const std::size_t unfinished = pool_->counters().unfinished();
     if (unfinished + prepared.size() > options_.pool.max_pending)
       throw ServiceError(429, "queue_full",
                          "the service holds " + std::to_string(unfinished) + " unfinished evaluations, its limit is " +
@@ -255,8 +253,7 @@ class EvaluationService {
     return {{"status", draining_ ? "draining" : "ok"},
             {"policy", options_.policy},
             {"slots", slots},
-            {"unfinished",
-             counters.queued + counters.building + counters.waiting_for_slot + counters.verifying + counters.timing},
+            {"unfinished", counters.unfinished()},
             {"max_pending", options_.pool.max_pending},
             {"recovered", recovered_}};
   }
