@@ -6,6 +6,8 @@ distribution rescues is unfit to be scored; a sound task needs nothing."""
 import random
 import types
 
+import torch
+
 from cuda_agent_harness.verify import audit
 from cuda_agent_harness.checks import compare
 from cuda_agent_harness import models
@@ -238,6 +240,79 @@ def test_targets_of_a_cross_entropy_hold_its_ignore_index_in_one_set():
     # Integer tensors of other operators keep their values: nothing treats -100 apart there.
     report = run(two_input_task("x[n]", "[torch.randn(64, 10), torch.randint(0, 64, (64,))]"))
     assert not any(entry["distribution"]["kind"] == models.INTEGER_SENTINELS for entry in report["tried"])
+
+
+def test_a_cross_entropy_also_gets_sets_where_nearly_every_target_is_ignored():
+    # With one target in 16 ignored, a mean over the others moves by far less than the
+    # tolerance, and a kernel that counts ignored targets as a class passes; with all but a
+    # few ignored, the mean is theirs alone.
+    report = run(two_input_task("torch.nn.functional.cross_entropy(x, n)",
+                                "[torch.randn(512, 100), torch.randint(0, 100, (512,))]"))
+    dense = {"kind": models.INTEGER_SENTINELS, "value": -100, "dense": True}
+    assert report["stress"].count(dense) == audit.DENSE_SENTINEL_SETS
+    assert {"kind": models.INTEGER_SENTINELS, "value": -100} in report["stress"]
+
+
+def test_a_weight_too_small_for_the_tolerance_to_see_gets_a_gain_that_makes_leaving_it_out_fail():
+    source = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.proj = nn.Linear(256, 256, bias=False)
+        self.shift = nn.Parameter(torch.empty(256))
+        nn.init.normal_(self.shift, std=5e-4)
+        self.unused = nn.Parameter(torch.randn(4))
+
+    def forward(self, x):
+        return self.proj(x) + self.shift
+
+
+def get_inputs():
+    return [torch.randn(64, 256)]
+
+
+def get_init_inputs():
+    return []
+"""
+    module = types.ModuleType("tiny_shift_task")
+    exec(compile(source, "tiny_shift_task.py", "exec"), module.__dict__)
+    report = run(module)
+    gains = report["weight_gains"]
+    # The projection is visible as it is; the shift only with a gain; an unused tensor never.
+    assert set(gains) == {"shift"} and gains["shift"] in audit.WEIGHT_GAINS
+    assert report["weight_gain_search"]["invisible"] == ["unused"]
+    # Built with the gains, leaving the shift out is a mismatch; built without them, it is not.
+    inputs = models.generate_inputs(module, 3, 1.0, "cpu")
+    for applied, visible in ((gains, True), (None, False)):
+        model, _ = models.build_reference_model(module, 5, "cpu", "eval", True, applied)
+        with torch.no_grad():
+            expected, skipped = model(*inputs), model.proj(*inputs)
+        tolerance = compare.effective_tolerance(compare.PAPER, expected)
+        try:
+            compare.compare_tensor(expected, skipped, tolerance, "output")
+            caught = False
+        except compare.Failure:
+            caught = True
+        assert caught == visible
+    # The audit's model comes back with the gains and otherwise as it was built.
+    model, _ = models.build_reference_model(module, 0, "cpu", "eval", True, gains)
+    audited, _ = models.build_reference_model(module, 0, "cpu", "eval", True)
+    audit.weight_gains(module, audited, {"seeds": [1], "scales": [1.0], "tolerance": compare.PAPER}, "cpu")
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, audited.state_dict()[name]), name
+
+
+def test_an_exponential_too_steep_for_the_full_heavy_tail_gets_a_milder_one():
+    report = run(task("torch.exp(x).mean(dim=-1)", "[torch.rand(16, 4096) * torch.rand(16, 1)]"))
+    mild = [spec for spec in report["stress"] if spec.get("spike") == models.MILD_HEAVY_TAIL_SPIKE]
+    assert mild and mild[0]["kind"] == "heavy_tailed" and not report["unfit"]
+    full = [entry for entry in report["tried"] if entry["distribution"]["kind"] == "heavy_tailed"
+            and "spike" not in entry["distribution"]]
+    assert full and not any(entry["in_domain"] for entry in full)
 
 
 def test_integer_settings_named_as_special_values_are_held_by_the_integer_inputs_of_one_set():

@@ -462,6 +462,33 @@ def test_a_shifted_set_is_the_task_s_own_inputs_with_every_integer_one_larger():
     assert "one larger" in models.describe_distribution({"kind": models.SHIFTED_INTEGERS})
 
 
+def test_a_dense_sentinel_set_holds_the_value_in_all_but_one_element_in_256():
+    spec = {"kind": models.INTEGER_SENTINELS, "value": -100, "dense": True}
+    own = models.generate_inputs(Task, 8, 1.0, "cpu")
+    first = models.generate_inputs(Task, 8, 1.0, "cpu", spec)
+    assert torch.equal(first[1], models.generate_inputs(Task, 8, 1.0, "cpu", spec)[1])
+    kept = first[1] != -100
+    assert int(kept.sum()) == max(1, first[1].numel() // models.DENSE_SENTINEL_KEPT)
+    assert torch.equal(first[1][kept], own[1][kept])
+    assert models.check_distribution(spec) == spec
+    assert "but one in 256" in models.describe_distribution(spec)
+
+
+def test_a_milder_heavy_tail_holds_every_element_within_its_spike():
+    value = torch.randn(64, 4096)
+    scale = float(value.square().mean().sqrt())
+    spec = models.check_distribution({"kind": "heavy_tailed", "positive": False, "spike": 8})
+    mild = models.reshape_distribution(value, spec, 5, 0)
+    full = models.reshape_distribution(value, models.check_distribution({"kind": "heavy_tailed"}), 5, 0)
+    # The clamp is before the per-index offsets (trailing zero bits, 12 at most here).
+    assert float(mild.abs().max()) <= (8 + 13) * scale
+    assert float(full.abs().max()) >= 1000 * scale
+    assert float(mild.abs().max()) >= 7.9 * scale, "the spikes are still there, at the milder size"
+    for spike in (0.5, 2048, "8", True):
+        with pytest.raises(models.DistributionError, match="spike"):
+            models.check_distribution({"kind": "heavy_tailed", "spike": spike})
+
+
 def test_a_sentinel_set_holds_the_value_in_one_element_in_sixteen_of_each_integer_tensor():
     spec = {"kind": models.INTEGER_SENTINELS, "value": -100}
     own = models.generate_inputs(Task, 8, 1.0, "cpu")

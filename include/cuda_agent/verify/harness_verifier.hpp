@@ -709,6 +709,7 @@ class HarnessVerifier {
     // verdict at all for a task that cannot tell a real implementation from a null one.
     nlohmann::json stress = nlohmann::json::array();
     nlohmann::json kept_state = nlohmann::json::object();
+    nlohmann::json weight_gains = nlohmann::json::object();
     nlohmann::json audit_summary = nullptr;
     if (policy_.audit_task) {
       report("auditing the task against null models (once per task)");
@@ -719,6 +720,7 @@ class HarnessVerifier {
                        {"stress", audit.value("stress", nlohmann::json::array())},
                        {"unfit", audit.value("unfit", false)},
                        {"kept_state", audit.value("kept_state", nlohmann::json::object())},
+                       {"weight_gains", audit.value("weight_gains", nlohmann::json::object())},
                        {"cached", audit.value("cached", false)}};
       if (audit.value("unfit", false))
         return rejected(RejectionReason::task_unfit,
@@ -728,6 +730,7 @@ class HarnessVerifier {
                         {{"stage", "task_audit"}, {"audit", audit}});
       stress = audit.value("stress", nlohmann::json::array());
       kept_state = audit.value("kept_state", nlohmann::json::object());
+      weight_gains = audit.value("weight_gains", nlohmann::json::object());
     }
 
     // The session: a pristine copy of what runs, the channel, and the output folder.
@@ -740,6 +743,8 @@ class HarnessVerifier {
     nlohmann::json common = common_arguments(task, init_seed);
     common["session_directory"] = session.directory().string();
     common["output_directory"] = session.output().string();
+    // Weights too small for the tolerance to see are enlarged alike on both sides.
+    common["weight_gains"] = weight_gains;
     nlohmann::json reference_arguments = common;
     reference_arguments["seeds"] = seeds;
     reference_arguments["scales"] = set_scales;

@@ -504,7 +504,8 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     models.setup_device(device)
     reference_module = models.load_reference(args["reference_path"])
     reference_model, init_arguments = models.build_reference_model(
-        reference_module, int(args["init_seed"]), device, mode, bool(args.get("perturb_weights", True)))
+        reference_module, int(args["init_seed"]), device, mode, bool(args.get("perturb_weights", True)),
+        args.get("weight_gains"))
     state = {name: tensor.detach().clone() for name, tensor in reference_model.state_dict().items()}
     del reference_model
     hygiene.warm_thread_pools(device)
@@ -609,7 +610,7 @@ class InputSets:
 @handler("candidate", prepared=True)
 def candidate(args: dict, context) -> dict:
     """Args: reference_path, candidate_directory, output_directory, session_directory, device,
-    init_seed, mode, perturb_weights, policy {extra_allowed_operations,
+    init_seed, mode, perturb_weights, weight_gains, policy {extra_allowed_operations,
     observe_device_activity, kept_state (the audit's: state the reference keeps between calls)}."""
     report = {"status": "rejected", "rejection": None, "observations": {}, "timings_ms": {}}
     session = Session(args["session_directory"], "candidate", context.deadline)

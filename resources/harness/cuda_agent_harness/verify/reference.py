@@ -340,7 +340,7 @@ def _depends_on_more_than_inputs(failure: Failure, repeat: dict) -> Failure:
 @handler("reference", prepared=True)
 def reference(args: dict, context) -> dict:
     """Args: reference_path, device, init_seed, seeds, scales, distributions, runs (the
-    least number of calls per input set), extra_calls, plan_seed, mode, perturb_weights,
+    least number of calls per input set), extra_calls, plan_seed, mode, perturb_weights, weight_gains,
     tolerance, session_directory, output_directory, check_reference_determinism,
     observe_last_call."""
     timings = {}
@@ -352,7 +352,7 @@ def reference(args: dict, context) -> dict:
     models.setup_device(device)
     module = models.load_reference(args["reference_path"])
     model, _ = models.build_reference_model(module, int(args["init_seed"]), device, args.get("mode", "eval"),
-                                            bool(args.get("perturb_weights", True)))
+                                            bool(args.get("perturb_weights", True)), args.get("weight_gains"))
     state = model.state_dict()
     weights = models.state_fingerprint(state)
     specs = set_specs(args, near_repeat=True)
