@@ -158,6 +158,8 @@ void run_cases(Evaluator& evaluator, VerificationPolicy& policy, const std::vect
     const nlohmann::json settings = suite_case.entry.value("policy", nlohmann::json::object());
     if (settings.value("tolerance", "") == "strict") policy.tolerance = TolerancePolicy::strict();
     if (settings.contains("timeout_s")) policy.timeout = std::chrono::seconds(settings["timeout_s"].get<int>());
+    // A candidate caught by most draws of its inputs, not all, is judged on fixed ones.
+    if (settings.contains("seeds")) policy.seeds = settings["seeds"].get<std::vector<std::uint32_t>>();
     // The shared toolbox carries the cuBLAS GEMM of the matmul task: its users run under the
     // host's fixed policy. Candidates with kernels of their own get the policy derived from
     // the task, as in a real evaluation.

@@ -462,16 +462,16 @@ def test_a_shifted_set_is_the_task_s_own_inputs_with_every_integer_one_larger():
     assert "one larger" in models.describe_distribution({"kind": models.SHIFTED_INTEGERS})
 
 
-def test_a_dense_sentinel_set_holds_the_value_in_all_but_one_element_in_256():
+def test_a_dense_sentinel_set_holds_the_value_in_all_but_two_elements():
     spec = {"kind": models.INTEGER_SENTINELS, "value": -100, "dense": True}
     own = models.generate_inputs(Task, 8, 1.0, "cpu")
     first = models.generate_inputs(Task, 8, 1.0, "cpu", spec)
     assert torch.equal(first[1], models.generate_inputs(Task, 8, 1.0, "cpu", spec)[1])
     kept = first[1] != -100
-    assert int(kept.sum()) == max(1, first[1].numel() // models.DENSE_SENTINEL_KEPT)
+    assert int(kept.sum()) == models.DENSE_SENTINEL_KEPT
     assert torch.equal(first[1][kept], own[1][kept])
     assert models.check_distribution(spec) == spec
-    assert "but one in 256" in models.describe_distribution(spec)
+    assert "but 2" in models.describe_distribution(spec)
 
 
 def test_a_milder_heavy_tail_holds_every_element_within_its_spike():

@@ -363,11 +363,11 @@ INTEGER_SENTINELS = "integer_sentinels"
 #: One element in this many of each integer tensor holds the sentinel (one at least).
 SENTINEL_ELEMENTS = 16
 #: In a dense sentinel set ({"kind": INTEGER_SENTINELS, "value": int, "dense": True}) every
-#: element but one in this many (one at least) holds it. A loss that averages over the
-#: targets it does not ignore moves by a part in 512 when one target in 16 is ignored, far
-#: inside the tolerance: a kernel that counts ignored targets as some class passes such a
-#: set. With a few targets left, the average is theirs alone.
-DENSE_SENTINEL_KEPT = 256
+#: element of each integer tensor but this many (fewer where it has fewer) holds it. A loss
+#: that averages over the targets it does not ignore moves by a part in 512 when one target
+#: in 16 is ignored, far inside the tolerance: a kernel that counts ignored targets as some
+#: class passes such a set. With two targets left, whatever the batch, the average is theirs.
+DENSE_SENTINEL_KEPT = 2
 
 
 def check_distribution(spec) -> dict | None:
@@ -424,7 +424,7 @@ def describe_distribution(spec: dict | None) -> str:
         return "the task's own inputs with every integer among them one larger"
     if spec["kind"] == INTEGER_SENTINELS:
         if spec.get("dense"):
-            return (f"the task's own inputs with every element of each integer tensor {spec['value']} but one in"
+            return (f"the task's own inputs with every element of each integer tensor {spec['value']} but"
                     f" {DENSE_SENTINEL_KEPT}")
         return f"the task's own inputs with one element in {SENTINEL_ELEMENTS} of each integer tensor {spec['value']}"
     if spec["kind"] == "heavy_tailed" and spec.get("spike") is not None:
@@ -588,12 +588,12 @@ def generate_inputs(module, seed: int, scale: float, device: str, distribution: 
 def sentinel_inputs(value: torch.Tensor, sentinel: int, seed: int, position: int, dense: bool = False) -> torch.Tensor:
     """The integer input ``value`` (the task's own draw) with one element in
     SENTINEL_ELEMENTS (one at least) set to ``sentinel``, at positions drawn from the set's
-    seed and the input's position; ``dense``: every element but one in DENSE_SENTINEL_KEPT
-    (one at least) set to it, the ones kept drawn alike."""
+    seed and the input's position; ``dense``: every element but DENSE_SENTINEL_KEPT set to
+    it, the ones kept drawn alike."""
     generator = _generator(value.device, _derived_seed("sentinel", seed, position, *(("dense",) if dense else ())))
     result = value.clone(memory_format=torch.contiguous_format)
     if dense:
-        count = max(1, value.numel() // DENSE_SENTINEL_KEPT)
+        count = min(DENSE_SENTINEL_KEPT, value.numel() - 1)
         kept = torch.randperm(value.numel(), generator=generator, device=value.device)[:count]
         flat = result.view(-1)
         original = flat[kept].clone()

@@ -37,8 +37,7 @@ where the reference stays in its domain. Integers among the inputs are shifted b
 of their own (``models.SHIFTED_INTEGERS``) where the outputs keep their shapes (an operand, not
 a size), and integer tensors get sets holding the values the reference's losses ignore and
 those its modules' settings name (a ``pad_id``, a ``mask_token``: ``models.INTEGER_SENTINELS``),
-in a set where one element in 16 holds the value and DENSE_SENTINEL_SETS where all but one
-in 256 do. Heavy
+in a set where one element in 16 holds the value and DENSE_SENTINEL_SETS where all but two do. Heavy
 tails whose spikes take the reference out of its domain are tried once more held to a milder
 spike (``models.MILD_HEAVY_TAIL_SPIKE``).
 
@@ -471,8 +470,9 @@ SENTINEL_NAMES = re.compile(r"(?:^|_)(?:pad|padding|ignore|mask|masked|eos|bos|s
 #: verification).
 MAX_SENTINELS = 3
 #: Dense sentinel sets per sentinel value. A cross entropy over 512 targets of which 2 are
-#: kept, against a kernel that counts the ignored targets as class 0, differed beyond the
-#: tolerance in 94% of sets (400 seeds): two sets leave the kernel a chance in 250.
+#: kept (``models.DENSE_SENTINEL_KEPT``), against a kernel that counts the ignored targets as
+#: class 0, differed beyond the tolerance in 94% of sets (400 seeds): two sets leave the kernel
+#: a chance in 250.
 DENSE_SENTINEL_SETS = 2
 
 
