@@ -163,38 +163,24 @@ class EvaluationService {
       prepared.push_back(prepare(requests[i], requests.size() > 1 ? "requests[" + std::to_string(i) + "]" : ""));
 
     const ServiceClient client = client_named(client_name);
-    std::unique_lock lock(mutex_);
-    if (draining_ || stopping_)
-      throw ServiceError(503, "draining", "the service is shutting down and takes no new requests");
-    ClientUsage& usage = usage_[client.name];
-    if (usage.in_flight + prepared.size() > client.max_in_flight)
-      throw ServiceError(429, "too_many_in_flight",
-                         "client '" + client.name + "' has " + std::to_string(usage.in_flight) +
-                             " evaluations unfinished, and may have " + std::to_string(client.max_in_flight) +
-                             ": submit again when some finish");
-    if (client.quota != 0 && usage.submitted + prepared.size() > client.quota)
-      throw ServiceError(429, "quota_exceeded",
-                         "client '" + client.name + "' has used " + std::to_string(usage.submitted) + " of its " +
-                             std::to_string(client.quota) + " evaluations");
-    const std::size_t unfinished = pool_->counters().unfinished();
-    if (unfinished + prepared.size() > options_.pool.max_pending)
-      throw ServiceError(429, "queue_full",
-                         "the service holds " + std::to_string(unfinished) + " unfinished evaluations, its limit is " +
-                             std::to_string(options_.pool.max_pending) + ": submit again when some finish");
-    nlohmann::json statuses = nlohmann::json::array();
+    // The files go to disk before the lock is taken, so that submitters do not queue behind
+    // one another's writes; a request refused at admission leaves nothing behind.
     for (Prepared& each : prepared) {
       each.id = "ev-" + detail::random_hex(8);
-      each.client = client.name;
-      journal_->append({{"type", "accepted"},
-                        {"id", each.id},
-                        {"client", each.client},
-                        {"request", each.normalized},
-                        {"accepted_at", unix_seconds(std::chrono::system_clock::now())}});
-      ++usage.in_flight;
-      ++usage.submitted;
-      ++accepted_total_;
-      statuses.push_back(start(lock, std::move(each)));
+      write_files(each);
     }
+    nlohmann::json statuses = nlohmann::json::array();
+    std::uint64_t journaled = 0;
+    try {
+      std::unique_lock lock(mutex_);
+      admit_and_start(lock, client, prepared, statuses, journaled);
+    } catch (const ServiceError&) {
+      std::error_code ignored;
+      for (const Prepared& each : prepared) std::filesystem::remove_all(candidate_directory(each.id), ignored);
+      throw;
+    }
+    // Acknowledged only once on disk; submitters that arrive together share one sync.
+    journal_->sync_through(journaled);
     return {{"evaluations", std::move(statuses)}};
   }
 
@@ -330,6 +316,7 @@ class EvaluationService {
     std::map<std::string, std::string> files;
     int priority = 0;
     std::optional<std::chrono::system_clock::time_point> deadline;
+    std::string write_error;  // why its files could not be written, if they could not
   };
 
   struct Record {
@@ -439,9 +426,60 @@ class EvaluationService {
     return prepared;
   }
 
-  /// Under the lock: writes the candidate's files and hands the request to the pool.
+  /// Under the lock: the admission checks, then each request journaled (not yet synced:
+  /// `journaled` is the last line's sequence) and started.
+  void admit_and_start(std::unique_lock<std::mutex>& lock, const ServiceClient& client, std::vector<Prepared>& prepared,
+                       nlohmann::json& statuses, std::uint64_t& journaled) {
+    if (draining_ || stopping_)
+      throw ServiceError(503, "draining", "the service is shutting down and takes no new requests");
+    ClientUsage& usage = usage_[client.name];
+    if (usage.in_flight + prepared.size() > client.max_in_flight)
+      throw ServiceError(429, "too_many_in_flight",
+                         "client '" + client.name + "' has " + std::to_string(usage.in_flight) +
+                             " evaluations unfinished, and may have " + std::to_string(client.max_in_flight) +
+                             ": submit again when some finish");
+    if (client.quota != 0 && usage.submitted + prepared.size() > client.quota)
+      throw ServiceError(429, "quota_exceeded",
+                         "client '" + client.name + "' has used " + std::to_string(usage.submitted) + " of its " +
+                             std::to_string(client.quota) + " evaluations");
+    const std::size_t unfinished = pool_->counters().unfinished();
+    if (unfinished + prepared.size() > options_.pool.max_pending)
+      throw ServiceError(429, "queue_full",
+                         "the service holds " + std::to_string(unfinished) + " unfinished evaluations, its limit is " +
+                             std::to_string(options_.pool.max_pending) + ": submit again when some finish");
+    for (Prepared& each : prepared) {
+      each.client = client.name;
+      journaled = journal_->write({{"type", "accepted"},
+                                   {"id", each.id},
+                                   {"client", each.client},
+                                   {"request", each.normalized},
+                                   {"accepted_at", unix_seconds(std::chrono::system_clock::now())}});
+      ++usage.in_flight;
+      ++usage.submitted;
+      ++accepted_total_;
+      statuses.push_back(start(lock, std::move(each)));
+    }
+  }
+
+  [[nodiscard]] std::filesystem::path candidate_directory(const std::string& id) const {
+    return options_.state_directory / "candidates" / id;
+  }
+
+  /// Writes the candidate's files where its evaluation reads them; a failure is kept in
+  /// `write_error` and ends the evaluation as an infrastructure error when it starts.
+  void write_files(Prepared& prepared) const {
+    try {
+      const std::filesystem::path directory = candidate_directory(prepared.id);
+      detail::make_open_directory(directory);
+      write_candidate_sources(prepared.files, directory);
+    } catch (const std::exception& error) {
+      prepared.write_error = error.what();
+    }
+  }
+
+  /// Under the lock: hands the request, its files written, to the pool.
   nlohmann::json start(std::unique_lock<std::mutex>& lock, Prepared prepared) {
-    const std::filesystem::path directory = options_.state_directory / "candidates" / prepared.id;
+    const std::filesystem::path directory = candidate_directory(prepared.id);
     Record& record = records_[prepared.id];
     record.client = prepared.client;
     record.status = {{"id", prepared.id},
@@ -465,8 +503,7 @@ class EvaluationService {
           std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                                                  *prepared.deadline - std::chrono::system_clock::now());
     try {
-      detail::make_open_directory(directory);
-      write_candidate_sources(prepared.files, directory);
+      if (!prepared.write_error.empty()) throw std::runtime_error(prepared.write_error);
       // The pool's events come back into on_pool_event, which takes this lock.
       lock.unlock();
       (void)pool_->submit(std::move(request));
@@ -614,6 +651,7 @@ class EvaluationService {
                 std::chrono::duration<double>(prepared.normalized["deadline_at"].get<double>())));
       ++usage_[prepared.client].in_flight;
       ++recovered_;
+      write_files(prepared);
       start(lock, std::move(prepared));
     }
   }

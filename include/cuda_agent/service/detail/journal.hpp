@@ -5,11 +5,19 @@
 /// The evaluation service's journal: one JSON object per line, appended and synced to disk
 /// before a request is acknowledged, so that what a client was told was accepted survives a
 /// crash of the server. A line cut short by a crash (the last one) is ignored on reading.
+///
+/// Writing and syncing are apart: lines are written in order under the caller's lock
+/// (`write`), and each writer then waits outside it until its line is on disk
+/// (`sync_through`). One sync covers every line written before it began, so writers that
+/// arrive together share it (a group commit) instead of queueing one sync each behind a lock.
 
+#include <atomic>      // atomic
 #include <cerrno>      // errno
+#include <cstdint>     // uint64_t
 #include <cstring>     // strerror
 #include <filesystem>  // path
 #include <fstream>     // ifstream
+#include <mutex>       // mutex, lock_guard
 #include <stdexcept>   // runtime_error
 #include <string>      // string, getline
 #include <vector>      // vector
@@ -44,12 +52,31 @@ class Journal {
     return records;
   }
 
-  /// Appends `record`, synced to disk unless `sync` is false (a record whose loss costs
-  /// only work done again); throws when the disk refuses.
-  void append(const nlohmann::json& record, bool sync = true) {
+  /// Appends `record` without waiting for the disk, and returns its sequence number for
+  /// `sync_through`. Calls must not overlap (the caller's lock orders the lines); throws
+  /// when the disk refuses.
+  std::uint64_t write(const nlohmann::json& record) {
     const std::string line = record.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     write_all(line);
-    if (sync && ::fdatasync(fd_) != 0) fail("cannot sync");
+    return written_.fetch_add(1) + 1;
+  }
+
+  /// Returns once every line up to `sequence` is on disk: at once when a sync that began
+  /// after it was written has finished, else after a sync of its own. Safe to call from
+  /// any thread, while others write.
+  void sync_through(std::uint64_t sequence) {
+    const std::lock_guard lock(sync_mutex_);
+    if (synced_ >= sequence) return;
+    const std::uint64_t covered = written_.load();
+    if (::fdatasync(fd_) != 0) fail("cannot sync");
+    synced_ = covered;
+  }
+
+  /// `write` and then `sync_through` (or no sync when `sync` is false: a record whose loss
+  /// costs only work done again).
+  void append(const nlohmann::json& record, bool sync = true) {
+    const std::uint64_t sequence = write(record);
+    if (sync) sync_through(sequence);
   }
 
   /// Replaces the journal with `records` (written beside it, synced, then renamed over it):
@@ -66,9 +93,11 @@ class Journal {
       replacement.write_all(text);
       if (::fdatasync(replacement.fd_) != 0) replacement.fail("cannot sync");
     }
+    const std::lock_guard lock(sync_mutex_);  // no sync of the old file meanwhile
     close_file();
     std::filesystem::rename(fresh, path_);
     open_for_append();
+    synced_ = written_.load();  // the new file was synced whole
   }
 
  private:
@@ -103,6 +132,9 @@ class Journal {
 
   std::filesystem::path path_;
   int fd_ = -1;
+  std::atomic<std::uint64_t> written_{0};
+  std::mutex sync_mutex_;
+  std::uint64_t synced_ = 0;  // guarded by sync_mutex_
 };
 
 }  // namespace cuda_agent::detail
