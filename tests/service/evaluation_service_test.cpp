@@ -207,6 +207,30 @@ TEST_CASE("an evaluation runs to its reward, and its progress reads from queued 
   CHECK(metrics.find("# TYPE cuda_agent_device_busy_seconds_total counter") != std::string::npos);
 }
 
+TEST_CASE("a request whose result is known is answered finished at once, with no files written") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const nlohmann::json body = request("plain");
+  const nlohmann::json first = finished(*service, submit_one(*service, body));
+  CHECK(first["cached"] == false);
+  const nlohmann::json again = service->submit(body, "trainer")["evaluations"][0];
+  CHECK(again["stage"] == "finished");  // in the answer to the submission itself
+  CHECK(again["cached"] == true);
+  CHECK(again["reward"] == first["reward"]);
+  CHECK(again["client"] == "trainer");
+  CHECK_FALSE(std::filesystem::exists(fixture.root / "state" / "candidates" / again["id"].get<std::string>()));
+  CHECK(service->status(again["id"]) == again);
+  CHECK(service->metrics().find("cuda_agent_evaluations_cache_hits_total 1") != std::string::npos);
+  // Another candidate for the same task is no hit.
+  const nlohmann::json other = service->submit(request("plain"))["evaluations"][0];
+  CHECK(other["stage"] == "queued");
+  CHECK(finished(*service, other["id"])["cached"] == false);
+  // A service started again on the same journal answers for the cached evaluation too.
+  service.reset();
+  service = fixture.service();
+  CHECK(service->status(again["id"])["reward"] == first["reward"]);
+}
+
 TEST_CASE("a client may hold so many unfinished evaluations, and submit so many in all") {
   ServiceFixture fixture;
   ca::EvaluationServiceOptions options = fixture.options();

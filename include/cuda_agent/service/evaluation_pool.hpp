@@ -305,6 +305,26 @@ class EvaluationPool {
     return ticket;
   }
 
+  /// The cached result of a request with these `files`, as `submit` would answer it from
+  /// the cache (counted as a cache hit), or nothing: for a caller that holds the files
+  /// already and would rather not write them when no work is needed. The result's id is
+  /// left empty, and no event is emitted.
+  [[nodiscard]] std::optional<PoolResult> cached_result(const EvaluationRequest& request,
+                                                        const std::map<std::string, std::string>& files) {
+    if (!options_.cache_results) return std::nullopt;
+    const std::string key = cache_key(request, files);
+    const std::lock_guard lock(mutex_);
+    const auto hit = cache_.find(key);
+    if (hit == cache_.end()) return std::nullopt;
+    PoolResult result = hit->second;
+    result.id.clear();
+    result.cached = true;
+    result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
+    ++counters_.cache_hits;
+    ++counters_.evaluated;
+    return result;
+  }
+
   /// Cancels a request that has not finished: at once if it waits, after its current
   /// stage if it runs. False for an unknown or finished one.
   bool cancel(const std::string& id) {

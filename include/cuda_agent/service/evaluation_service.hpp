@@ -167,7 +167,9 @@ class EvaluationService {
     // one another's writes; a request refused at admission leaves nothing behind.
     for (Prepared& each : prepared) {
       each.id = "ev-" + detail::random_hex(8);
-      write_files(each);
+      // A result the pool knows already is answered at once: no files, no sync.
+      each.cached = pool_->cached_result(pool_request(each), each.files);
+      if (!each.cached) write_files(each);
     }
     nlohmann::json statuses = nlohmann::json::array();
     std::uint64_t journaled = 0;
@@ -316,7 +318,8 @@ class EvaluationService {
     std::map<std::string, std::string> files;
     int priority = 0;
     std::optional<std::chrono::system_clock::time_point> deadline;
-    std::string write_error;  // why its files could not be written, if they could not
+    std::string write_error;           // why its files could not be written, if they could not
+    std::optional<PoolResult> cached;  // the pool's result for it, known before it starts
   };
 
   struct Record {
@@ -449,14 +452,24 @@ class EvaluationService {
                              std::to_string(options_.pool.max_pending) + ": submit again when some finish");
     for (Prepared& each : prepared) {
       each.client = client.name;
-      journaled = journal_->write({{"type", "accepted"},
-                                   {"id", each.id},
-                                   {"client", each.client},
-                                   {"request", each.normalized},
-                                   {"accepted_at", unix_seconds(std::chrono::system_clock::now())}});
+      const std::uint64_t line = journal_->write({{"type", "accepted"},
+                                                  {"id", each.id},
+                                                  {"client", each.client},
+                                                  {"request", each.normalized},
+                                                  {"accepted_at", unix_seconds(std::chrono::system_clock::now())}});
       ++usage.in_flight;
       ++usage.submitted;
       ++accepted_total_;
+      if (each.cached) {
+        // Complete in the answer itself: a crash that loses these lines loses nothing a
+        // client cannot have again from the cache, so they wait for no sync.
+        const PoolResult result = std::move(*each.cached);
+        const std::string id = each.id;
+        create_record(each);
+        statuses.push_back(record_result(id, result));
+        continue;
+      }
+      journaled = line;
       statuses.push_back(start(lock, std::move(each)));
     }
   }
@@ -477,9 +490,23 @@ class EvaluationService {
     }
   }
 
-  /// Under the lock: hands the request, its files written, to the pool.
-  nlohmann::json start(std::unique_lock<std::mutex>& lock, Prepared prepared) {
-    const std::filesystem::path directory = candidate_directory(prepared.id);
+  /// What the pool is asked for `prepared` (its files in its candidate directory).
+  [[nodiscard]] EvaluationRequest pool_request(const Prepared& prepared) const {
+    EvaluationRequest request;
+    request.id = prepared.id;
+    request.task = prepared.task;
+    request.candidate_directory = candidate_directory(prepared.id);
+    request.policy = options_.policy;
+    request.priority = prepared.priority;
+    if (prepared.deadline)
+      request.deadline =
+          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                                 *prepared.deadline - std::chrono::system_clock::now());
+    return request;
+  }
+
+  /// Under the lock: the record of a request just accepted, queued.
+  Record& create_record(const Prepared& prepared) {
     Record& record = records_[prepared.id];
     record.client = prepared.client;
     record.status = {{"id", prepared.id},
@@ -491,17 +518,13 @@ class EvaluationService {
                      {"task", prepared.task.name},
                      {"client", prepared.client},
                      {"metadata", prepared.normalized.value("metadata", nlohmann::json::object())}};
-    nlohmann::json status = record.status;
-    EvaluationRequest request;
-    request.id = prepared.id;
-    request.task = std::move(prepared.task);
-    request.candidate_directory = directory;
-    request.policy = options_.policy;
-    request.priority = prepared.priority;
-    if (prepared.deadline)
-      request.deadline =
-          std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                 *prepared.deadline - std::chrono::system_clock::now());
+    return record;
+  }
+
+  /// Under the lock: hands the request, its files written, to the pool.
+  nlohmann::json start(std::unique_lock<std::mutex>& lock, Prepared prepared) {
+    nlohmann::json status = create_record(prepared).status;
+    EvaluationRequest request = pool_request(prepared);
     try {
       if (!prepared.write_error.empty()) throw std::runtime_error(prepared.write_error);
       // The pool's events come back into on_pool_event, which takes this lock.
@@ -542,7 +565,12 @@ class EvaluationService {
       // The service stops: left unfinished in the journal, for the next start to run.
       return;
     }
-    const PoolResult& result = *event.result;
+    record_result(event.id, *event.result);
+  }
+
+  /// Under the lock: `result` as the final status of evaluation `id`, which it returns.
+  nlohmann::json record_result(const std::string& id, const PoolResult& result) {
+    Record& record = records_.at(id);
     nlohmann::json reward = nullptr;
     nlohmann::json evaluation = nullptr;
     nlohmann::json rejection = nullptr;
@@ -558,14 +586,14 @@ class EvaluationService {
                                  {"on_device", result.on_device_for.count()}};
     record.status["evaluation"] = evaluation;
     record.status["rejection"] = rejection;
-    finish_record(event.id, to_string(result.outcome), result.message, reward);
+    return finish_record(id, to_string(result.outcome), result.message, reward);
   }
 
-  /// Under the lock: the record's final status, journaled; its files removed.
-  void finish_record(const std::string& id, const std::string& outcome, const std::string& message,
-                     const nlohmann::json& reward) {
+  /// Under the lock: the record's final status, journaled and returned; its files removed.
+  nlohmann::json finish_record(const std::string& id, const std::string& outcome, const std::string& message,
+                               const nlohmann::json& reward) {
     Record& record = records_.at(id);
-    if (record.finished) return;
+    if (record.finished) return record.status;
     record.status["stage"] = "finished";
     record.status["outcome"] = outcome;
     record.status["reward"] = reward;
@@ -584,6 +612,7 @@ class EvaluationService {
     } catch (const std::exception&) {
       // The result stands; a restart would run the evaluation again, which costs time only.
     }
+    nlohmann::json status = record.status;
     auto& usage = usage_[record.client];
     if (usage.in_flight > 0) --usage.in_flight;
     finished_order_.push_back(id);
@@ -592,8 +621,9 @@ class EvaluationService {
       finished_order_.pop_front();
     }
     std::error_code ignored;
-    std::filesystem::remove_all(options_.state_directory / "candidates" / id, ignored);
+    std::filesystem::remove_all(candidate_directory(id), ignored);
     changed_.notify_all();
+    return status;
   }
 
   /// Rebuilds the records from the journal, compacts it, and resubmits what had not finished.
