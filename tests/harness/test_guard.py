@@ -2,6 +2,10 @@
 """The forward guard and the integrity snapshot: what may run inside forward, what is
 refused even when the candidate catches the refusal, and what counts as tampering."""
 
+import gc
+import sys
+import threading
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -153,6 +157,25 @@ def test_replaced_functions_and_changed_settings_are_found():
         torch.set_num_threads(threads)
     assert any("torch.allclose" in problem for problem in problems)
     assert any("get_num_threads" in problem for problem in problems)
+    assert state.violations() == []
+
+
+@pytest.mark.parametrize("install, remove, named", [
+    (lambda hook: sys.setprofile(hook), lambda: sys.setprofile(None), "sys.getprofile()"),
+    (lambda hook: threading.settrace(hook), lambda: threading.settrace(None), "threading.gettrace()"),
+    (lambda hook: gc.callbacks.append(hook), lambda: gc.callbacks.pop(), "gc.callbacks"),
+    (lambda hook: sys.meta_path.insert(0, hook), lambda: sys.meta_path.pop(0), "sys.meta_path"),
+])
+def test_hooks_that_run_code_inside_the_harness_are_found(install, remove, named):
+    # Native code can install these without a Python name the scans would see: a profile
+    # function sees every comparison the harness makes, a finder every later import.
+    state = integrity.Integrity()
+    install(lambda *args: None)
+    try:
+        problems = state.violations()
+    finally:
+        remove()
+    assert any(named in problem for problem in problems), problems
     assert state.violations() == []
 
 

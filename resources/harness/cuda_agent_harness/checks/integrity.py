@@ -1,12 +1,17 @@
 # SPDX-License-Identifier: Apache-2.0
 """Process-wide state a candidate must leave alone: the functions of torch, the Tensor class,
-``torch.nn.functional``, the timers, the builtins, and torch's global settings (cuDNN,
-TF32, matmul precision, determinism, threads, default dtype). A snapshot taken before the
-candidate is imported is compared after its import and after every call."""
+``torch.nn.functional``, the timers, the builtins, torch's global settings (cuDNN, TF32,
+matmul precision, determinism, threads, default dtype), and the interpreter's hooks that run
+code of their own inside the harness's (a profile or trace function, an import finder, a
+garbage-collection callback). A snapshot taken before the candidate is imported is compared
+after its import and after every call."""
 
 from __future__ import annotations
 
 import builtins
+import gc
+import sys
+import threading
 import time
 import types
 
@@ -60,6 +65,25 @@ def _read(getter):
         return None
 
 
+def _identity(value) -> str | None:
+    return None if value is None else f"{type(value).__name__} at {id(value):#x}"
+
+
+def interpreter_hooks() -> dict[str, object]:
+    """Who the interpreter calls back from inside any code, the harness's included. Set
+    from native code, where the scans do not see a Python name, a profile function sees
+    every comparison's arguments and return values, and a finder every later import."""
+    return {
+        "sys.getprofile()": _read(lambda: _identity(sys.getprofile())),
+        "sys.gettrace()": _read(lambda: _identity(sys.gettrace())),
+        "threading.getprofile()": _read(lambda: _identity(threading.getprofile())),
+        "threading.gettrace()": _read(lambda: _identity(threading.gettrace())),
+        "sys.meta_path": _read(lambda: tuple(_identity(finder) for finder in sys.meta_path)),
+        "sys.path_hooks": _read(lambda: tuple(_identity(hook) for hook in sys.path_hooks)),
+        "gc.callbacks": _read(lambda: tuple(_identity(callback) for callback in gc.callbacks)),
+    }
+
+
 def global_settings() -> dict[str, object]:
     backends = torch.backends
     settings = {
@@ -82,6 +106,7 @@ def global_settings() -> dict[str, object]:
         "torch.is_grad_enabled()": _read(torch.is_grad_enabled),
         "torch.is_anomaly_enabled()": _read(torch.is_anomaly_enabled),
     }
+    settings.update(interpreter_hooks())
     return settings
 
 
