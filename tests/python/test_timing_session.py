@@ -30,7 +30,7 @@ QUICK = {"time_s": 0.3, "min_rounds": 6, "floor_rounds": 4, "max_rounds": 12, "w
 
 
 def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_reference=False, task=TASK,
-            **overrides):
+            candidate_overrides=None, **overrides):
     request = {
         "device": "cpu",
         "reference_path": task,
@@ -45,7 +45,7 @@ def session(candidate, *, compile_enabled=False, cache=None, check=None, fork_re
     }
     if cache:
         request["baseline_cache"] = {"directory": str(cache)}
-    candidate_request = {"device": "cpu", "reference_path": task, "policy": POLICY}
+    candidate_request = {"device": "cpu", "reference_path": task, "policy": POLICY, **(candidate_overrides or {})}
     if candidate in ("reference", "compile"):
         candidate_request["candidate_kind"] = candidate
         candidate_request["compile"] = {"backend": "eager"}
@@ -157,6 +157,16 @@ def test_a_short_contender_switches_all_contenders_to_batches():
     assert calls >= 2
     for each in result["rounds"]:
         assert {sample["calls"] for sample in each["samples"].values()} == {calls}
+
+
+def test_both_sides_weigh_the_model_with_the_audit_s_gains():
+    # The host hands both sides the gains of the task's audit; the candidate's weights are
+    # loaded from its side's reference model, so an honest candidate matches with them.
+    gains = {"weight_gains": {"bias": 1000.0}}
+    assert session("honest", candidate_overrides=gains, **gains)["ok"]
+    # Given to one side only, the timed outputs differ: each side does apply them.
+    assert_rejected(session("honest", **gains), "timed_output_mismatch")
+    assert_rejected(session("honest", candidate_overrides=gains), "timed_output_mismatch")
 
 
 def test_a_candidate_that_changes_behaviour_once_timed_is_caught():

@@ -87,6 +87,10 @@ class WorkerTimingLauncher {
     reference_request["compile_cache_directory"] = (scratch / "compile-cache").string();
     if (reference_request.contains("baseline_cache"))
       reference_request["baseline_cache"]["directory"] = (scratch / "baseline-cache").string();
+    // The weights as the verification had them: perturbed, and enlarged where the audit said.
+    const nlohmann::json gains = verifier_->known_weight_gains(task);
+    reference_request["weight_gains"] = gains;
+    candidate_request["weight_gains"] = gains;
     candidate_request["reference_path"] = reference_file.string();
     candidate_request["session"] = session.directory().string();
     candidate_request["candidate_directory"] = session.copy().string();

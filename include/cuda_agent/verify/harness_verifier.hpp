@@ -297,6 +297,16 @@ class HarnessVerifier {
     return audit_of(task);
   }
 
+  /// The gains `task`'s audit gave weights too small for the tolerance to see, when the
+  /// task has been audited (an empty object otherwise): a timing session of the task applies
+  /// them too, so that its output checks see the model the verification saw.
+  [[nodiscard]] nlohmann::json known_weight_gains(const Task& task) const {
+    const std::lock_guard lock(state_->mutex);
+    const auto found = state_->audits.find(audit_key(task));
+    if (found == state_->audits.end()) return nlohmann::json::object();
+    return found->second.value("weight_gains", nlohmann::json::object());
+  }
+
   /// The library policy of `task`: the policy's own when it is fixed, else cuBLAS where
   /// the reference multiplies matrices or convolves and cuDNN where it convolves, within
   /// what the policy allows. The reference worker records the operators the reference

@@ -126,7 +126,7 @@ def _candidate_function(request: dict, reference, torch, device, init_seed: int)
     """The callable timed as "candidate": ModelNew normally; for A/A measurements the
     reference model itself ("reference") or its torch.compile form ("compile")."""
     kind = request.get("candidate_kind", "model_new")
-    reference_model = build_reference_model(torch, reference, init_seed, device)
+    reference_model = build_reference_model(torch, reference, init_seed, device, request.get("weight_gains"))
     if kind == "reference":
         return reference_model
     if kind == "compile":

@@ -129,7 +129,8 @@ class ReferenceSession:
         self.warnings: list[str] = list(getattr(self.device, "warnings", []))
         self.init_seed = self.rng.getrandbits(31)
         self.reference = load_module(request["reference_path"], "cuda_agent_reference")
-        self.model = build_reference_model(torch, self.reference, self.init_seed, self.device)
+        self.model = build_reference_model(torch, self.reference, self.init_seed, self.device,
+                                           request.get("weight_gains"))
         self.make_inputs = InputFactory(self.reference.get_inputs, self.device)
         self.eager = ContenderTimer("eager", self.model, self.device, self.make_inputs)
         self.compiled: ContenderTimer | None = None

@@ -24,16 +24,18 @@ DEFAULT_BUDGET = {
 DEFAULT_CHECK = {"probability": 0.2, "atol": 1e-2, "rtol": 1e-2, "max_elements": 1 << 22}
 
 
-def build_reference_model(torch, reference, init_seed: int, device):
+def build_reference_model(torch, reference, init_seed: int, device, gains: dict | None = None):
     """The reference as the timing runs it: its weights perturbed as the verification
-    perturbs them. Timed with the weights as initialised, a kernel that treats a fresh
+    perturbs them, and multiplied by the task audit's ``gains`` (weights too small for the
+    tolerance to see). Timed with the weights as initialised, a kernel that treats a fresh
     BatchNorm as an identity or skips a zero-initialised branch would compute the right
     outputs exactly when timed, and only then."""
-    from ..models import perturb_parameters  # imports torch, which the caller has by now
+    from ..models import apply_weight_gains, perturb_parameters  # imports torch, which the caller has by now
 
     torch.manual_seed(init_seed)
     model = reference.Model(*reference.get_init_inputs()).to(device.torch_device)
     perturb_parameters(model, init_seed + 1)
+    apply_weight_gains(model, gains)
     return model.eval()
 
 
