@@ -470,7 +470,7 @@ class EvaluationService {
         continue;
       }
       journaled = line;
-      statuses.push_back(start(lock, std::move(each)));
+      statuses.push_back(start(lock, each));
     }
   }
 
@@ -522,7 +522,7 @@ class EvaluationService {
   }
 
   /// Under the lock: hands the request, its files written, to the pool.
-  nlohmann::json start(std::unique_lock<std::mutex>& lock, Prepared prepared) {
+  nlohmann::json start(std::unique_lock<std::mutex>& lock, const Prepared& prepared) {
     nlohmann::json status = create_record(prepared).status;
     EvaluationRequest request = pool_request(prepared);
     try {
@@ -682,7 +682,7 @@ class EvaluationService {
       ++usage_[prepared.client].in_flight;
       ++recovered_;
       write_files(prepared);
-      start(lock, std::move(prepared));
+      start(lock, prepared);
     }
   }
 
