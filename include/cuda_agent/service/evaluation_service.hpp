@@ -463,10 +463,8 @@ class EvaluationService {
       if (each.cached) {
         // Complete in the answer itself: a crash that loses these lines loses nothing a
         // client cannot have again from the cache, so they wait for no sync.
-        const PoolResult result = std::move(*each.cached);
-        const std::string id = each.id;
         create_record(each);
-        statuses.push_back(record_result(id, result));
+        statuses.push_back(record_result(each.id, *each.cached));
         continue;
       }
       journaled = line;

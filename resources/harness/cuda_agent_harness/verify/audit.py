@@ -63,7 +63,6 @@ from ..checks.steadiness import KeptStateLog
 from . import operators
 from ..checks import guard
 from .reference import Expected, describe_set, set_specs
-from .. import tensorio
 from ..registry import handler
 
 NULL_MODELS = ("zeros", "constant", "mean", "passthrough", "replay")
@@ -278,20 +277,6 @@ WEIGHT_GAINS = (10.0, 100.0, 1000.0)
 MAX_GAIN_PROBES = 256
 
 
-def _within_tolerance(expected: Expected, outputs) -> bool:
-    layout: list = []
-    tensorio.describe(outputs, layout)
-    if len(layout) != len(expected.tensors):
-        return False
-    try:
-        for position, (path, (_, tensor)) in enumerate(zip(expected.leaves, layout)):
-            compare.compare_tensor(expected.tensors[position], tensor, expected.tolerances[position],
-                                   compare.label(path))
-    except Failure:
-        return False
-    return True
-
-
 def weight_gains(module, model, args: dict, device: str) -> tuple[dict, dict]:
     """Gains for the weights the tolerance cannot see, and what the search found.
 
@@ -344,7 +329,7 @@ def weight_gains(module, model, args: dict, device: str) -> tuple[dict, dict]:
             without = run()
             with torch.no_grad():
                 value.copy_(original)
-            if not _within_tolerance(base, without):
+            if base.mismatch(without) is not None:
                 continue
             for gain in WEIGHT_GAINS:
                 with torch.no_grad():
@@ -357,13 +342,13 @@ def weight_gains(module, model, args: dict, device: str) -> tuple[dict, dict]:
                 without = run()
                 with torch.no_grad():
                     value.copy_(original * gain)
-                if not _within_tolerance(gained, without):
+                if gained.mismatch(without) is not None:
                     gains[name] = gain
                     break
-            if name not in gains:
+            if name in gains:
+                base = gained  # later tensors are judged against outputs with this one's gain
+            else:
                 report["invisible"].append(name)
-            # Later tensors are judged against outputs that include this one's gain.
-            base = Expected(run(), inputs, inputs, "", args["tolerance"])
     finally:
         # Calls in train mode move running statistics: the state goes back to what was built,
         # with the gains found.

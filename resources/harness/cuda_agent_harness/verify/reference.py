@@ -46,6 +46,17 @@ class Expected:
         self.input_tolerances = {index: compare.effective_tolerance(tolerance, tensor)
                                  for index, tensor in self.inputs_after.items()}
 
+    def mismatch(self, outputs) -> Failure | None:
+        """The first output of ``outputs`` (another run's) outside its tolerance, or None."""
+        layout: list = []
+        tensorio.describe(outputs, layout)
+        for position, (path, (_, tensor)) in enumerate(zip(self.leaves, layout)):
+            try:
+                compare.compare_tensor(self.tensors[position], tensor, self.tolerances[position], compare.label(path))
+            except Failure as failure:
+                return failure
+        return None
+
 
 def _tensor_paths(description: dict, path: list | None = None) -> list[list]:
     path = [] if path is None else path
@@ -127,16 +138,10 @@ def run_reference_sets(module, model, args: dict, device: str, specs: list | Non
         if index == 0 and args.get("check_reference_determinism", True):
             again = _clone_inputs(pristine)
             with torch.no_grad():
-                repeat = model(*again)
-            layout: list = []
-            tensorio.describe(repeat, layout)
-            for position, (path, (_, tensor)) in enumerate(zip(entry.leaves, layout)):
-                try:
-                    compare.compare_tensor(entry.tensors[position], tensor, entry.tolerances[position],
-                                           compare.label(path))
-                except Failure as failure:
-                    raise models.TaskError("the reference Model is not deterministic: two runs on the same inputs"
-                                           f" differ ({failure.message}); this task cannot be verified") from None
+                failure = entry.mismatch(model(*again))
+            if failure:
+                raise models.TaskError("the reference Model is not deterministic: two runs on the same inputs"
+                                       f" differ ({failure.message}); this task cannot be verified")
         expected.append(entry)
     return expected
 
