@@ -10,6 +10,8 @@
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox/process_sandbox.hpp>
 #include <cuda_agent/server/http_service.hpp>
+#include <cuda_agent/service/episode_service.hpp>
+#include <cuda_agent/service/episode_toolbox.hpp>
 #include <cuda_agent/service/evaluation_service.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 #include <cuda_agent/version.hpp>
@@ -45,6 +47,14 @@ constexpr const char* serve_description =
 DELETE /v1/evaluations/ID, GET /v1/evaluations/ID/events (server-sent events),
 GET /healthz, GET /metrics. Requests follow resources/service/evaluation_request.schema.json.
 
+Episodes, for agents and RL trainers that run the model themselves: POST /v1/episodes
+({"task": ...}; answers with SKILL.md, the workspace's files and the tool specs),
+POST /v1/episodes/ID/tools/NAME (the call's arguments; runs in the episode's sandbox),
+POST /v1/episodes/ID/finish (the trusted evaluation of its workspace), DELETE to close.
+The same as a NeMo-Gym resources server: POST /seed_session, POST /<tool>, POST /verify,
+POST /close_session, with the episode in a cookie. Idle episodes close after
+--episode-idle-s.
+
 Builds run on CPU workers; each device has verification slots that share it and one
 timing at a time that has it to itself. Every accepted request is journaled in
 --state-dir before it is acknowledged: a server started again on the same directory
@@ -73,6 +83,9 @@ struct ServeOptions {
   std::filesystem::path cache_directory;
   bool unconfined = false;
   bool quiet = false;
+  bool no_episodes = false;
+  int episode_idle_seconds = 1800;
+  int max_episodes = 256;
 };
 
 void add_serve_options(CLI::App& command, ServeOptions& o) {
@@ -114,6 +127,15 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
   command.add_option("--cache-dir", o.cache_directory, "the compile driver's object cache")->type_name("DIR");
   command.add_flag("--unconfined", o.unconfined, "build and run WITHOUT bubblewrap; for trusted code only");
   command.add_flag("--quiet", o.quiet, "no line per finished evaluation");
+  command.add_flag("--no-episodes", o.no_episodes, "serve evaluations only (no /v1/episodes, no NeMo-Gym routes)");
+  command
+      .add_option("--episode-idle-s", o.episode_idle_seconds,
+                  "close an episode after this many seconds without a request (default 1800)")
+      ->check(whole_number(1, 7 * 24 * 3600))
+      ->type_name("S");
+  command.add_option("--max-episodes", o.max_episodes, "open episodes at most (default 256)")
+      ->check(whole_number(1, 100000))
+      ->type_name("N");
 }
 
 /// "TOKEN CLIENT [MAX_IN_FLIGHT [QUOTA]]" lines.
@@ -272,7 +294,28 @@ int run_serve(ServeOptions& options) {
                                   }
                                   return make_evaluator(settings, slot, work / ("slot-" + std::to_string(number)));
                                 });
-  HttpService server(evaluations, http);
+  std::optional<EpisodeService> episodes;
+  if (!options.no_episodes) {
+    StandardEpisodeToolboxOptions tools;
+    tools.work_directory = work / "episode-tools";
+    tools.device = options.device;
+    tools.gpu = devices.front();
+    tools.python = options.python;
+    tools.compile_cache_directory = options.cache_directory;
+    if (options.strict) tools.verification.tolerance = TolerancePolicy::strict();
+    tools.timing = !options.no_profile;
+    tools.timing_seconds = options.timing_seconds;
+    if (options.unconfined)
+      tools.make_sandbox = [](SandboxOptions sandbox) { return AnySandbox(ProcessSandbox(std::move(sandbox))); };
+    EpisodeServiceOptions episode_options;
+    episode_options.state_directory = service.state_directory / "episodes";
+    episode_options.workspace.device = options.device;
+    episode_options.idle_expiry = std::chrono::seconds(options.episode_idle_seconds);
+    episode_options.max_episodes = static_cast<std::size_t>(options.max_episodes);
+    episode_options.allow_host_paths = options.allow_host_paths;
+    episodes.emplace(std::move(episode_options), evaluations, standard_episode_toolbox(std::move(tools)));
+  }
+  HttpService server(evaluations, http, episodes ? &*episodes : nullptr);
   const int port = server.bind();
   std::thread listener([&server] { server.run(); });
   if (!options.port_file.empty()) {
@@ -283,7 +326,8 @@ int run_serve(ServeOptions& options) {
   std::cout << "cuda-agent serve: listening on http://" << http.host << ":" << port << " (" << service.pool.slots.size()
             << " " << options.device << " slots, " << service.pool.build_workers << " build workers, state in "
             << service.state_directory.string() << ", " << evaluations.health()["recovered"].get<std::size_t>()
-            << " recovered)" << std::endl;
+            << " recovered" << (episodes ? ", " + std::to_string(episodes->size()) + " episodes reopened" : "") << ")"
+            << std::endl;
 
   int received = 0;
   sigwait(&stop_signals, &received);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "service/scripted_evaluator.hpp"
+#include "service/trusting_toolbox.hpp"
 
 namespace ca = cuda_agent;
 using namespace std::chrono_literals;
@@ -29,6 +30,7 @@ struct Served {
   std::filesystem::path root =
       std::filesystem::temp_directory_path() / ("cuda-agent-http-test-" + ca::detail::random_hex(4));
   std::unique_ptr<ca::EvaluationService> service;
+  std::unique_ptr<ca::EpisodeService> episodes;
   std::unique_ptr<ca::HttpService> http;
   std::thread listener;
 
@@ -42,8 +44,12 @@ struct Served {
     service = std::make_unique<ca::EvaluationService>(
         service_options, ScriptedEvaluator{script},
         [shared](const ca::PoolSlot&) { return ca::AnyStagedEvaluator(ScriptedEvaluator{shared}); });
+    ca::EpisodeServiceOptions episode_options;
+    episode_options.state_directory = root / "episodes";
+    episode_options.workspace.device = "cpu";
+    episodes = std::make_unique<ca::EpisodeService>(episode_options, *service, ca::testing::trusting_toolbox());
     options.port = 0;
-    http = std::make_unique<ca::HttpService>(*service, options);
+    http = std::make_unique<ca::HttpService>(*service, options, episodes.get());
     http->bind();
     listener = std::thread([this] { http->run(); });
   }
@@ -52,6 +58,7 @@ struct Served {
     http->stop();
     listener.join();
     http.reset();
+    episodes.reset();
     service.reset();
     std::error_code ignored;
     std::filesystem::remove_all(root, ignored);
@@ -207,4 +214,126 @@ TEST_CASE("a server beyond loopback refuses to start without tokens, and short t
   CHECK_FALSE(ca::is_loopback_host("10.0.0.1"));
   std::error_code ignored;
   std::filesystem::remove_all(root, ignored);
+}
+
+namespace {
+
+constexpr const char* relu_task =
+    R"({"name": "plain", "source": "import torch\n\n\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return torch.relu(x)\n\n\ndef get_inputs():\n    return [torch.randn(8)]\n\n\ndef get_init_inputs():\n    return []\n"})";
+
+/// The cookie a response sets, as a client sends it back ("name=value").
+std::string cookie_of(const httplib::Result& result) {
+  REQUIRE(result);
+  const std::string header = result->get_header_value("Set-Cookie");
+  return header.substr(0, header.find(';'));
+}
+
+}  // namespace
+
+TEST_CASE("over HTTP: a NeMo-Gym-shaped client seeds a session, calls tools with its cookie, verifies, closes") {
+  Served served;
+  auto client = served.client();
+  // A data row as NeMo-Gym sends it: the Responses API parameters, and the fields of ours.
+  const std::string row = std::string(R"({"responses_create_params": {"input": [{"role": "user", "content": "go"}]},
+                                          "task": )") +
+                          relu_task + "}";
+  httplib::Result seeded = client.Post("/seed_session", row, "application/json");
+  REQUIRE(seeded);
+  CHECK(seeded->status == 200);
+  const std::string cookie = cookie_of(seeded);
+  CHECK(cookie.rfind("cuda_agent_episode=ep-", 0) == 0);
+  CHECK(seeded->get_header_value("Set-Cookie").find("HttpOnly") != std::string::npos);
+  CHECK(json_of(seeded)["tools"].size() == 7);
+  const httplib::Headers session = {{"Cookie", "other=1; " + cookie}};
+
+  // One route per tool: the body is the call's arguments, the answer the tool's text.
+  httplib::Result read = client.Post("/Read", session, R"({"file_path": "model_new.py"})", "application/json");
+  REQUIRE(read);
+  CHECK(read->status == 200);
+  const nlohmann::json read_result = json_of(read);
+  CHECK(read_result["is_error"] == false);
+  CHECK(read_result["content"].get<std::string>().find("ModelNew") != std::string::npos);
+  CHECK_FALSE(read_result.contains("metadata"));  // NeMo-Gym hands the body to the model
+  httplib::Result wrote = client.Post(
+      "/Write", session,
+      R"({"file_path": "model_new.py", "content": "import torch\n\nclass ModelNew(torch.nn.Module):\n    pass\n"})",
+      "application/json");
+  CHECK(json_of(wrote)["is_error"] == false);
+  httplib::Result failing = client.Post("/Bash", session, R"({"command": "exit 3"})", "application/json");
+  CHECK(failing->status == 200);
+  CHECK(json_of(failing)["is_error"] == true);
+
+  // Without the cookie there is no episode to speak of; a tool the episode lacks is 404.
+  httplib::Result anonymous = client.Post("/Read", R"({"file_path": "model.py"})", "application/json");
+  CHECK(anonymous->status == 400);
+  CHECK(error_code(anonymous) == "no_session");
+  CHECK(error_code(client.Post("/Teleport", session, "{}", "application/json")) == "unknown_tool");
+
+  // /verify: the row and the agent's response back, with the reward of the trusted evaluation.
+  const std::string verify_body = std::string(R"({"responses_create_params": {"input": []},
+                                                  "response": {"id": "resp-1", "output": []}})");
+  httplib::Result verified = client.Post("/verify", session, verify_body, "application/json");
+  REQUIRE(verified);
+  CHECK(verified->status == 200);
+  const nlohmann::json verdict = json_of(verified);
+  CHECK(verdict["reward"] == 1.0);
+  CHECK(verdict["mask_sample"] == false);
+  CHECK(verdict["response"]["id"] == "resp-1");
+  CHECK(verdict["evaluation"]["outcome"] == "evaluated");
+  // Tools end with the episode's evaluation.
+  CHECK(error_code(client.Post("/Read", session, R"({"file_path": "model.py"})", "application/json")) ==
+        "episode_finished");
+
+  CHECK(client.Post("/close_session", session, "{}", "application/json")->status == 200);
+  CHECK(client.Post("/Read", session, "{}", "application/json")->status == 404);
+  // A verify for a session gone is masked, not scored: the trainer's run goes on.
+  const nlohmann::json lost = json_of(client.Post("/verify", session, verify_body, "application/json"));
+  CHECK(lost["mask_sample"] == true);
+  CHECK(lost["failure_kind"] == "cuda_agent:not_found");
+  CHECK(lost["reward"] == 0.0);
+}
+
+TEST_CASE("over HTTP: the episode routes open, run tools, finish and close an episode") {
+  ca::HttpServiceOptions options;
+  options.tokens = {{trainer_token, "trainer"}, {"another-token-0123456789", "other"}};
+  Served served(options);
+  auto client = served.client(trainer_token);
+  httplib::Result opened = client.Post(
+      "/v1/episodes", std::string(R"({"task": )") + relu_task + R"(, "metadata": {"sample": 3}})", "application/json");
+  REQUIRE(opened);
+  CHECK(opened->status == 201);
+  const nlohmann::json episode = json_of(opened);
+  const std::string id = episode["id"];
+  CHECK(episode["skill"].get<std::string>().size() > 100);
+  CHECK(episode["files"].contains("model.py"));
+  CHECK(episode["client"] == "trainer");
+
+  const std::string tools = "/v1/episodes/" + id + "/tools/";
+  const nlohmann::json listed = json_of(client.Post(tools + "Glob", R"({"pattern": "**/*.py"})", "application/json"));
+  CHECK(listed["content"].get<std::string>().find("model_new.py") != std::string::npos);
+  CHECK(listed.contains("metadata"));
+  CHECK(error_code(client.Post(tools + "Glob", "[1, 2]", "application/json")) == "invalid_arguments");
+  CHECK(error_code(client.Post(tools + "Glob", "{\"pattern\": ", "application/json")) == "invalid_json");
+  // Another client's episode does not exist for it; without a token nothing does.
+  CHECK(served.client("another-token-0123456789").Get("/v1/episodes/" + id)->status == 404);
+  CHECK(served.client().Post(tools + "Glob", "{}", "application/json")->status == 401);
+  CHECK(error_code(client.Post("/v1/episodes", R"({"task": {"name": "x"}, "extra": 1})", "application/json")) ==
+        "schema_violation");
+
+  httplib::Result finished = client.Post("/v1/episodes/" + id + "/finish?wait=30", "", "application/json");
+  REQUIRE(finished);
+  CHECK(finished->status == 200);
+  const nlohmann::json evaluation = json_of(finished)["evaluation"];
+  CHECK(evaluation["reward"]["value"] == 1);
+  CHECK(evaluation["metadata"]["sample"] == 3);
+  CHECK(evaluation["client"] == "trainer");
+  // The evaluation is one of the service's: readable where every evaluation is.
+  const std::string evaluation_id = evaluation["id"];
+  CHECK(json_of(client.Get("/v1/evaluations/" + evaluation_id))["outcome"] == "evaluated");
+  const nlohmann::json status = json_of(client.Get("/v1/episodes/" + id));
+  CHECK(status["finished"] == true);
+  CHECK(status["tool_calls"] == 1);
+
+  CHECK(client.Delete("/v1/episodes/" + id)->status == 200);
+  CHECK(error_code(client.Get("/v1/episodes/" + id)) == "not_found");
 }

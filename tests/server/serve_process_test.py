@@ -4,6 +4,9 @@
 
 1. two candidates of the adversarial suite (a correct ReLU, one that misses the last
    element) are submitted in one batch and waited for: rewards 1 and -1;
+   then an episode through the NeMo-Gym routes: the correct candidate written with the
+   Write tool in the episode's sandbox, passed by its Verify tool, and /verify answers
+   with reward 1;
 2. the server is killed (SIGKILL) right after it accepted two more; started again on the
    same state directory, it runs them and answers for every earlier result;
 3. SIGTERM drains: the evaluation it holds finishes, a new request is refused with 503,
@@ -49,12 +52,14 @@ class Server:
             time.sleep(0.1)
         self.base = "http://127.0.0.1:%s" % self.port_file.read_text().strip()
 
-    def call(self, method, path, body=None):
+    def call(self, method, path, body=None, headers=None, answer_headers=None):
         data = None if body is None else json.dumps(body).encode()
         request = urllib.request.Request(self.base + path, data=data, method=method,
-                                         headers={"Content-Type": "application/json"})
+                                         headers={"Content-Type": "application/json", **(headers or {})})
         try:
             with urllib.request.urlopen(request, timeout=900) as response:
+                if answer_headers is not None:
+                    answer_headers.update(response.headers.items())
                 return response.status, json.loads(response.read())
         except urllib.error.HTTPError as error:
             return error.code, json.loads(error.read())
@@ -69,6 +74,44 @@ def candidate(root, name, marker=""):
             "candidate": {"files": {"model_new.py": model + ("\n# %s\n" % marker if marker else ""),
                                     "kernels/toolbox.cpp": kernel}},
             "metadata": {"candidate": name}}
+
+
+def nemo_gym_episode(server, root):
+    """An episode as a NeMo-Gym agent runs one: seed, tool routes with the cookie, verify."""
+    relu = candidate(root, "correct_relu")
+    row = {"responses_create_params": {"input": [{"role": "user", "content": "Write ModelNew."}]},
+           "task": relu["task"]}
+    headers = {}
+    code, seeded = server.call("POST", "/seed_session", row, answer_headers=headers)
+    if code != 200 or "Set-Cookie" not in headers:
+        fail("/seed_session answered %s: %s %s" % (code, seeded, headers))
+    session = {"Cookie": headers["Set-Cookie"].split(";")[0]}
+    names = [tool["name"] for tool in seeded["tools"]]
+    for needed in ("Bash", "Read", "Write", "Compile", "Verify", "Profile"):
+        if needed not in names:
+            fail("the episode has no %s tool: %s" % (needed, names))
+
+    def tool(name, arguments):
+        code, result = server.call("POST", "/" + name, arguments, headers=session)
+        if code != 200:
+            fail("/%s answered %s: %s" % (name, code, result))
+        return result
+
+    if tool("Bash", {"command": "rm -rf kernels/* && ls"})["is_error"]:
+        fail("Bash failed in the episode's sandbox")
+    tool("Read", {"file_path": "model_new.py"})
+    for path, content in relu["candidate"]["files"].items():
+        written = tool("Write", {"file_path": path, "content": content})
+        if written["is_error"]:
+            fail("Write %s: %s" % (path, written["content"]))
+    verified = tool("Verify", {})
+    if verified["is_error"]:
+        fail("the Verify tool refused the correct candidate: %s" % verified["content"][:800])
+    code, verdict = server.call("POST", "/verify", {"responses_create_params": row["responses_create_params"],
+                                                    "response": {"id": "resp-1", "output": []}}, headers=session)
+    if code != 200 or verdict.get("reward") != 1 or verdict.get("mask_sample"):
+        fail("/verify answered %s: %s" % (code, json.dumps(verdict)[:800]))
+    server.call("POST", "/close_session", {}, headers=session)
 
 
 def expect_reward(status, value, what):
@@ -96,6 +139,8 @@ def main():
         expect_reward(answer["evaluations"][1], -1, "missing_last_element")
         first_ids = [status["id"] for status in answer["evaluations"]]
         print("batch: rewards 1 and -1")
+        nemo_gym_episode(server, root)
+        print("episode: written and verified with the tools, /verify reward 1")
 
         # 2. Killed with two accepted; started again.
         code, answer = server.call("POST", "/v1/evaluations", {"requests": [

@@ -13,6 +13,22 @@
 ///   GET    /healthz                        whether it takes requests, its policy (no token)
 ///   GET    /metrics                        Prometheus text format
 ///
+/// With an `EpisodeService`, multi-turn episodes for agents and RL trainers:
+///
+///   POST   /v1/episodes                    {"task": ...}: id, SKILL.md, files, tool specs
+///   GET    /v1/episodes/{id}               its tool calls, idle time, evaluation
+///   POST   /v1/episodes/{id}/tools/{name}  the call's arguments in, the tool's result out
+///   POST   /v1/episodes/{id}/finish[?wait=S]  trusted evaluation of the workspace
+///   DELETE /v1/episodes/{id}               closes it, removing its files
+///
+/// and the same episodes as a NeMo-Gym resources server, the episode named by a cookie:
+///
+///   POST   /seed_session                   a data row holding "task": opens an episode
+///   POST   /<tool>                         one route per tool (Bash, Read, Compile, ...)
+///   POST   /verify                         the row and the agent's response in, the same
+///                                          with "reward" out (after the evaluation finished)
+///   POST   /close_session                  closes it
+///
 /// Every refusal is JSON: {"error": {"code": ..., "message": ...}} with its HTTP status.
 /// Authentication: `Authorization: Bearer <token>`; each token is a client of the service
 /// (its limits). A server that listens beyond loopback must have tokens; one on loopback
@@ -34,6 +50,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/service/episode_service.hpp"
 #include "cuda_agent/service/evaluation_service.hpp"
 
 namespace cuda_agent {
@@ -63,9 +80,10 @@ struct HttpServiceOptions {
 
 class HttpService {
  public:
-  /// Throws std::invalid_argument for a server beyond loopback without tokens.
-  HttpService(EvaluationService& service, HttpServiceOptions options)
-      : service_(service), options_(std::move(options)) {
+  /// Throws std::invalid_argument for a server beyond loopback without tokens. With
+  /// `episodes` (not owned), the episode routes too.
+  HttpService(EvaluationService& service, HttpServiceOptions options, EpisodeService* episodes = nullptr)
+      : service_(service), episodes_(episodes), options_(std::move(options)) {
     if (!is_loopback_host(options_.host) && options_.tokens.empty())
       throw std::invalid_argument("a service that listens on " + options_.host +
                                   " (beyond loopback) needs at least one bearer token");
@@ -186,13 +204,133 @@ class HttpService {
     };
   }
 
+  /// The request's body as JSON (400 when it is not).
+  [[nodiscard]] static nlohmann::json json_body(const httplib::Request& request) {
+    nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
+    if (body.is_discarded()) throw ServiceError(400, "invalid_json", "the request body is not valid JSON");
+    return body;
+  }
+
+  static constexpr const char* episode_cookie = "cuda_agent_episode";
+
+  /// The episode a NeMo-Gym request's cookie names (400 without one).
+  [[nodiscard]] static std::string episode_of_cookie(const httplib::Request& request) {
+    const std::string cookies = request.get_header_value("Cookie");
+    const std::string key = std::string(episode_cookie) + "=";
+    for (std::size_t at = 0; at < cookies.size();) {
+      std::size_t end = cookies.find(';', at);
+      if (end == std::string::npos) end = cookies.size();
+      std::string pair = cookies.substr(at, end - at);
+      pair.erase(0, pair.find_first_not_of(' '));
+      if (pair.rfind(key, 0) == 0) return pair.substr(key.size());
+      at = end + 1;
+    }
+    throw ServiceError(400, "no_session",
+                       "no episode cookie: call POST /seed_session first and send back the cookie it sets");
+  }
+
+  void episode_routes() {
+    httplib::Server& server = *server_;
+    EpisodeService& episodes = *episodes_;
+    server.Post("/v1/episodes", guarded([&episodes](const httplib::Request& request, httplib::Response& response,
+                                                    const std::string& client) {
+                  send_json(response, 201, episodes.open(json_body(request), client));
+                }));
+    server.Get(R"(/v1/episodes/([^/]+))", guarded([&episodes](const httplib::Request& request,
+                                                              httplib::Response& response, const std::string& client) {
+                 send_json(response, 200, episodes.status(request.matches[1], client));
+               }));
+    server.Delete(
+        R"(/v1/episodes/([^/]+))",
+        guarded([&episodes](const httplib::Request& request, httplib::Response& response, const std::string& client) {
+          const std::string id = request.matches[1];
+          episodes.close(id, client);
+          send_json(response, 200, {{"id", id}, {"closed", true}});
+        }));
+    server.Post(
+        R"(/v1/episodes/([^/]+)/tools/([^/]+))",
+        guarded([&episodes](const httplib::Request& request, httplib::Response& response, const std::string& client) {
+          const nlohmann::json arguments = request.body.empty() ? nlohmann::json::object() : json_body(request);
+          send_json(response, 200, episodes.call_tool(request.matches[1], request.matches[2], arguments, client));
+        }));
+    server.Post(R"(/v1/episodes/([^/]+)/finish)",
+                guarded([this, &episodes](const httplib::Request& request, httplib::Response& response,
+                                          const std::string& client) {
+                  const nlohmann::json answer = episodes.finish(request.matches[1], wait_of(request), client);
+                  send_json(response, answer["evaluation"]["stage"] == "finished" ? 200 : 202, answer);
+                }));
+
+    // The NeMo-Gym face: the same episodes, named by a cookie.
+    server.Post(
+        "/seed_session",
+        guarded([&episodes](const httplib::Request& request, httplib::Response& response, const std::string& client) {
+          const nlohmann::json row = json_body(request);
+          if (!row.is_object() || !row.contains("task"))
+            throw ServiceError(400, "invalid_request",
+                               "the data row must hold \"task\": {\"name\": ..., \"source\": ...}");
+          nlohmann::json opening = {{"task", row["task"]}};
+          if (row.contains("metadata")) opening["metadata"] = row["metadata"];
+          const nlohmann::json episode = episodes.open(opening, client);
+          response.set_header("Set-Cookie", std::string(episode_cookie) + "=" + episode["id"].get<std::string>() +
+                                                "; Path=/; HttpOnly; SameSite=Strict");
+          send_json(response, 200, {{"episode", episode["id"]}, {"tools", episode["tools"]}});
+        }));
+    server.Post("/verify", guarded([this, &episodes](const httplib::Request& request, httplib::Response& response,
+                                                     const std::string& client) {
+                  nlohmann::json body = json_body(request);
+                  if (!body.is_object()) throw ServiceError(400, "invalid_request", "the body must be a JSON object");
+                  const std::string id = episode_of_cookie(request);
+                  body["reward"] = 0.0;
+                  body["mask_sample"] = false;
+                  body["episode"] = id;
+                  // What is not the policy's doing is masked: the trainer leaves the sample out
+                  // rather than score it, and its run goes on.
+                  const auto mask = [&body](const std::string& kind, const std::string& reason) {
+                    body["mask_sample"] = true;
+                    body["failure_kind"] = "cuda_agent:" + kind;
+                    body["failure_reason"] = reason;
+                  };
+                  nlohmann::json status;
+                  try {
+                    status = episodes.finish(id, options_.max_wait, client)["evaluation"];
+                  } catch (const ServiceError& error) {
+                    if (error.status() != 404 && error.status() != 503) throw;
+                    mask(error.code(), error.what());
+                    send_json(response, 200, body);
+                    return;
+                  }
+                  body["evaluation"] = status;
+                  if (status["stage"] != "finished")
+                    mask("evaluation_pending",
+                         "evaluation " + status["id"].get<std::string>() + " had not finished within the longest wait");
+                  else if (status["outcome"] == "evaluated" && status["reward"].is_object())
+                    body["reward"] = status["reward"].value("value", 0.0);
+                  else
+                    mask(status.value("outcome", std::string("unknown")), status.value("message", std::string()));
+                  send_json(response, 200, body);
+                }));
+    server.Post("/close_session", guarded([&episodes](const httplib::Request& request, httplib::Response& response,
+                                                      const std::string& client) {
+                  episodes.close(episode_of_cookie(request), client);
+                  send_json(response, 200, nlohmann::json::object());
+                }));
+    server.Post(
+        R"(/([A-Za-z0-9_-]{1,64}))",
+        guarded([&episodes](const httplib::Request& request, httplib::Response& response, const std::string& client) {
+          const nlohmann::json arguments = request.body.empty() ? nlohmann::json::object() : json_body(request);
+          nlohmann::json result = episodes.call_tool(episode_of_cookie(request), request.matches[1], arguments, client);
+          // What NeMo-Gym hands the model: the text and whether it is an error.
+          result.erase("metadata");
+          send_json(response, 200, result);
+        }));
+  }
+
   void routes() {
     httplib::Server& server = *server_;
     server.Post(
         "/v1/evaluations",
         guarded([this](const httplib::Request& request, httplib::Response& response, const std::string& client) {
-          const nlohmann::json body = nlohmann::json::parse(request.body, nullptr, false);
-          if (body.is_discarded()) throw ServiceError(400, "invalid_json", "the request body is not valid JSON");
+          const nlohmann::json body = json_body(request);
           const std::chrono::milliseconds wait = wait_of(request);
           nlohmann::json answer = service_.submit(body, client);
           bool all_finished = true;
@@ -242,6 +380,7 @@ class HttpService {
                        return true;
                      });
                }));
+    if (episodes_ != nullptr) episode_routes();
     server.Get("/healthz", guarded(
                                [this](const httplib::Request&, httplib::Response& response, const std::string&) {
                                  send_json(response, service_.draining() ? 503 : 200, service_.health());
@@ -271,6 +410,7 @@ class HttpService {
   }
 
   EvaluationService& service_;
+  EpisodeService* episodes_;
   HttpServiceOptions options_;
   std::unique_ptr<httplib::Server> server_;
   socket_t listening_socket_ = -1;

@@ -30,7 +30,7 @@
 #include <mutex>               // mutex, unique_lock, lock_guard
 #include <optional>            // optional
 #include <sstream>             // ostringstream
-#include <stdexcept>           // runtime_error
+#include <stdexcept>           // invalid_argument, runtime_error
 #include <string>              // string
 #include <utility>             // move
 #include <vector>              // vector
@@ -39,32 +39,15 @@
 
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
-#include "cuda_agent/detail/json_schema.hpp"
 #include "cuda_agent/evaluate/reward_policies.hpp"
 #include "cuda_agent/evaluation.hpp"
-#include "cuda_agent/resources.hpp"
 #include "cuda_agent/service/detail/journal.hpp"
+#include "cuda_agent/service/detail/requests.hpp"
 #include "cuda_agent/service/evaluation_pool.hpp"
+#include "cuda_agent/service/service_error.hpp"
 #include "cuda_agent/task.hpp"
-#include "cuda_agent/tasks/task_loader.hpp"
 
 namespace cuda_agent {
-
-/// A request the service refuses, with the HTTP status that says so and a stable code.
-class ServiceError : public std::runtime_error {
- public:
-  ServiceError(int status, std::string code, const std::string& message)
-      : std::runtime_error(message), status_(status), code_(std::move(code)) {}
-
-  [[nodiscard]] int status() const noexcept { return status_; }
-  [[nodiscard]] const std::string& code() const noexcept { return code_; }
-  /// {"error": {"code": ..., "message": ...}}: the body of every refusal.
-  [[nodiscard]] nlohmann::json body() const { return {{"error", {{"code", code_}, {"message", what()}}}}; }
-
- private:
-  int status_;
-  std::string code_;
-};
 
 /// Who sends requests, and how much of the service they may hold.
 struct ServiceClient {
@@ -109,9 +92,7 @@ class EvaluationService {
       : options_(std::move(options)) {
     if (options_.state_directory.empty())
       throw std::invalid_argument("EvaluationService needs a state directory (its journal lives there)");
-    const std::optional<std::string_view> schema = embedded_resource("service/evaluation_request.schema.json");
-    if (!schema) throw std::logic_error("the service's request schema is not embedded in this build");
-    request_schema_ = nlohmann::json::parse(*schema);
+    request_schema_ = detail::embedded_request_schema("evaluation_request.schema.json");
     std::filesystem::create_directories(options_.state_directory / "candidates");
     const std::filesystem::path journal_path = options_.state_directory / "journal.jsonl";
     const std::vector<nlohmann::json> history = detail::Journal::read(journal_path);
@@ -349,38 +330,9 @@ class EvaluationService {
   /// Checks `request` (at `where` in the body) and reads what it names.
   Prepared prepare(const nlohmann::json& request, const std::string& where) const {
     const std::string prefix = where.empty() ? "" : where + ".";
-    if (!request.is_object())
-      throw ServiceError(400, "invalid_request",
-                         (where.empty() ? std::string("the request") : where) + " must be a JSON object");
-    const std::vector<detail::SchemaViolation> violations = detail::schema_violations(request_schema_, request);
-    if (!violations.empty()) {
-      std::string message = "the request does not fit its schema:";
-      for (const detail::SchemaViolation& violation : violations)
-        message += "\n- " + (prefix.empty() ? violation.message : where + ": " + violation.message);
-      throw ServiceError(400, "schema_violation", message);
-    }
+    detail::require_schema(request_schema_, request, where);
     Prepared prepared;
-    const nlohmann::json& task = request["task"];
-    if (task.contains("path")) {
-      if (!options_.allow_host_paths)
-        throw ServiceError(400, "host_paths_refused",
-                           prefix +
-                               "task.path: this server does not read files of its host; send the task's "
-                               "name and source");
-      if (task.contains("source"))
-        throw ServiceError(400, "invalid_request", prefix + "task: give either a path or a source, not both");
-      try {
-        prepared.task = load_task(task["path"].get<std::string>());
-      } catch (const std::exception& error) {
-        throw ServiceError(400, "task_unreadable", prefix + "task.path: " + error.what());
-      }
-      if (task.contains("name")) prepared.task.name = task["name"];
-    } else {
-      if (!task.contains("source") || !task.contains("name"))
-        throw ServiceError(400, "invalid_request", prefix + "task: give its name and source");
-      prepared.task.name = task["name"];
-      prepared.task.reference_source = task["source"];
-    }
+    prepared.task = detail::task_of_request(request["task"], options_.allow_host_paths, prefix);
     const nlohmann::json& candidate = request["candidate"];
     if (candidate.contains("directory") == candidate.contains("files"))
       throw ServiceError(400, "invalid_request", prefix + "candidate: give either files or a directory");
