@@ -284,8 +284,8 @@ TEST_CASE("episode service: a service started again on the directory reopens its
   {
     auto episodes = fixture.service();
     open_id = episodes->open(opening(), "trainer")["id"];
-    REQUIRE(episodes->call_tool(open_id, "Bash", {{"command", "echo kept > kernels/note.txt"}}, "trainer")["is_error"] ==
-            false);
+    REQUIRE(episodes->call_tool(open_id, "Bash", {{"command", "echo kept > kernels/note.txt"}},
+                                "trainer")["is_error"] == false);
     finished_id = episodes->open(opening("done"), "trainer")["id"];
     evaluation_id = episodes->finish(finished_id, 30s, "trainer")["evaluation"]["id"];
   }

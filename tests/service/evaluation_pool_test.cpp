@@ -325,47 +325,64 @@ TEST_CASE("closing the pool lets accepted requests finish, and dropping it cance
   CHECK(wait(held).outcome == ca::PoolOutcome::cancelled);
 }
 
-TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-agent eval gives them", "[python]") {
-  namespace fs = std::filesystem;
-  const fs::path adversarial = fs::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "adversarial";
-  const fs::path work = fs::temp_directory_path() / ("cuda-agent-pool-trusted-" + ca::detail::random_hex(4));
-  struct Cleanup {
-    fs::path path;
-    ~Cleanup() {
-      std::error_code ignored;
-      fs::remove_all(path, ignored);
-    }
-  } cleanup{work};
-  fs::create_directories(work);
-  // Two candidates of the adversarial suite, with the shared CPU toolbox as their kernels.
-  const auto candidate = [&](const std::string& name) {
-    const fs::path directory = work / "candidates" / name;
-    fs::create_directories(directory / "kernels");
-    fs::copy_file(adversarial / "candidates" / name / "model_new.py", directory / "model_new.py");
-    fs::copy_file(adversarial / "kernels" / "cpu" / "toolbox.cpp", directory / "kernels" / "toolbox.cpp");
-    return directory;
-  };
-  const ca::Task relu = ca::testing::task_from_file(adversarial / "tasks" / "cpu" / "relu.py");
+namespace {
 
-  const auto make_evaluator = [&] {
+/// Candidates of the adversarial suite (with the shared CPU toolbox as their kernels) and
+/// trusted evaluators of the real harness on the CPU, in a directory of their own.
+struct TrustedOnCpu {
+  std::filesystem::path adversarial = std::filesystem::path(CUDA_AGENT_SOURCE_DIR) / "tests" / "adversarial";
+  std::filesystem::path work =
+      std::filesystem::temp_directory_path() / ("cuda-agent-pool-trusted-" + ca::detail::random_hex(4));
+  ca::Task relu;
+  ca::VerificationPolicy policy;
+
+  TrustedOnCpu() {
+    std::filesystem::create_directories(work);
+    relu = ca::testing::task_from_file(adversarial / "tasks" / "cpu" / "relu.py");
+  }
+  ~TrustedOnCpu() {
+    std::error_code ignored;
+    std::filesystem::remove_all(work, ignored);
+  }
+
+  [[nodiscard]] ca::EvaluationRequest request(const std::string& name) const {
+    const std::filesystem::path directory = work / "candidates" / name;
+    std::filesystem::create_directories(directory / "kernels");
+    std::filesystem::copy_file(adversarial / "candidates" / name / "model_new.py", directory / "model_new.py",
+                               std::filesystem::copy_options::overwrite_existing);
+    std::filesystem::copy_file(adversarial / "kernels" / "cpu" / "toolbox.cpp", directory / "kernels" / "toolbox.cpp",
+                               std::filesystem::copy_options::overwrite_existing);
+    ca::EvaluationRequest request;
+    request.task = relu;
+    request.candidate_directory = directory;
+    return request;
+  }
+
+  [[nodiscard]] ca::AnyStagedEvaluator evaluator() const {
     ca::TrustedEvaluatorOptions options;
     options.work_directory = work / "evaluations";
-    return ca::TrustedEvaluator<ca::HarnessVerifier, ca::ProcessSandbox>(
-        ca::testing::test_compiler("cpu", work), ca::HarnessVerifier(ca::testing::harness_options("cpu")), std::nullopt,
-        options);
-  };
-  ca::EvaluationPoolOptions options;
-  options.slots = {{"cpu", 0}, {"cpu", 0}};
-  options.work_directory = work / "pool";
-  ca::EvaluationPool pool(options, make_evaluator(),
-                          [&](const ca::PoolSlot&) { return ca::AnyStagedEvaluator(make_evaluator()); });
-  ca::EvaluationRequest correct;
-  correct.task = relu;
-  correct.candidate_directory = candidate("correct_relu");
-  ca::EvaluationRequest wrong = correct;
-  wrong.candidate_directory = candidate("missing_last_element");
-  const auto correct_ticket = pool.submit(correct);
-  const auto wrong_ticket = pool.submit(wrong);
+    return ca::AnyStagedEvaluator(ca::TrustedEvaluator<ca::HarnessVerifier, ca::ProcessSandbox>(
+        ca::testing::test_compiler("cpu", work), ca::HarnessVerifier(ca::testing::harness_options("cpu"), policy),
+        std::nullopt, options));
+  }
+
+  [[nodiscard]] std::unique_ptr<ca::EvaluationPool> pool(std::size_t slots) const {
+    ca::EvaluationPoolOptions options;
+    options.slots.assign(slots, ca::PoolSlot{"cpu", 0});
+    options.work_directory = work / "pool";
+    return std::make_unique<ca::EvaluationPool>(options, evaluator(),
+                                                [this](const ca::PoolSlot&) { return evaluator(); });
+  }
+};
+
+}  // namespace
+
+TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-agent eval gives them", "[python]") {
+  TrustedOnCpu trusted;
+  auto pool = trusted.pool(2);
+  const ca::EvaluationRequest correct = trusted.request("correct_relu");
+  const auto correct_ticket = pool->submit(correct);
+  const auto wrong_ticket = pool->submit(trusted.request("missing_last_element"));
   REQUIRE(correct_ticket.result.wait_for(600s) == std::future_status::ready);
   REQUIRE(wrong_ticket.result.wait_for(600s) == std::future_status::ready);
   const ca::PoolResult accepted = correct_ticket.result.get();
@@ -378,7 +395,29 @@ TEST_CASE("the trusted evaluator through a pool of CPU slots: verdicts as cuda-a
   CHECK(rejected.evaluation->rejection()->reason != ca::RejectionReason::harness_error);
   CHECK_FALSE(rejected.evaluation->correct());
   // The same request again costs nothing.
-  CHECK(pool.submit(correct).result.get().cached);
+  CHECK(pool->submit(correct).result.get().cached);
+}
+
+TEST_CASE("a candidate that hangs its slot is stopped as a timeout, and the slot goes on with the next", "[python]") {
+  TrustedOnCpu trusted;
+  trusted.policy.timeout = 8s;
+  auto pool = trusted.pool(1);
+  const auto started = std::chrono::steady_clock::now();
+  const auto hung = pool->submit(trusted.request("endless_loop"));
+  const auto next = pool->submit(trusted.request("correct_relu"));
+  REQUIRE(hung.result.wait_for(600s) == std::future_status::ready);
+  const ca::PoolResult stopped = hung.result.get();
+  INFO(stopped.message);
+  // The candidate's own verdict, not an infrastructure error: the hang is its doing.
+  REQUIRE(stopped.outcome == ca::PoolOutcome::evaluated);
+  REQUIRE(stopped.evaluation->rejection());
+  CHECK(stopped.evaluation->rejection()->reason == ca::RejectionReason::timeout);
+  REQUIRE(next.result.wait_for(600s) == std::future_status::ready);
+  const ca::PoolResult after = next.result.get();
+  INFO(after.message);
+  REQUIRE(after.outcome == ca::PoolOutcome::evaluated);
+  CHECK(after.evaluation->correct());
+  CHECK(std::chrono::steady_clock::now() - started < 300s);
 }
 
 TEST_CASE("a verification out of device memory beside other work goes again alone, and only then is a verdict") {

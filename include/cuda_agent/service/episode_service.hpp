@@ -398,8 +398,8 @@ class EpisodeService {
         episode->task.name = record.at("task").at("name");
         episode->task.reference_source = record.at("task").at("source");
         episode->metadata = record.value("metadata", nlohmann::json::object());
-        episode->created_at = std::chrono::system_clock::time_point(
-            std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        episode->created_at =
+            std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
                 std::chrono::duration<double>(record.value("created_at", 0.0))));
         episode->evaluation_id = record.value("evaluation_id", "");
         episode->workspace.root = directory / "workspace";

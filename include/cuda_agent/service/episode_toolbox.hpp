@@ -15,14 +15,14 @@
 /// itself, and a GPU timed beside other work would report a slowdown that is not the
 /// candidate's.
 
-#include <filesystem>  // path
-#include <functional>  // function
-#include <memory>      // make_shared, make_unique, shared_ptr
-#include <mutex>       // mutex, lock_guard
-#include <optional>    // optional
-#include <string>      // string
-#include <string_view> // string_view
-#include <utility>     // move
+#include <filesystem>   // path
+#include <functional>   // function
+#include <memory>       // make_shared, make_unique, shared_ptr
+#include <mutex>        // mutex, lock_guard
+#include <optional>     // optional
+#include <string>       // string
+#include <string_view>  // string_view
+#include <utility>      // move
 
 #include <unistd.h>  // geteuid
 
@@ -92,8 +92,8 @@ struct StandardEpisodeToolboxOptions {
   if (options.work_directory.empty())
     throw std::invalid_argument("standard_episode_toolbox: say where its shared files go (work_directory)");
   if (options.device != "cuda" && options.device != "cpu")
-    throw std::invalid_argument("standard_episode_toolbox: the device is \"cuda\" or \"cpu\", not \"" +
-                                options.device + "\"");
+    throw std::invalid_argument("standard_episode_toolbox: the device is \"cuda\" or \"cpu\", not \"" + options.device +
+                                "\"");
   if (!options.make_sandbox)
     options.make_sandbox = [](SandboxOptions sandbox) { return make_default_sandbox(std::move(sandbox)); };
   options.python = detail::configured_python(options.python);
@@ -172,10 +172,10 @@ struct StandardEpisodeToolboxOptions {
     profile_tool.python = settings.python;
     profile_tool.harness_directory = shared->tool_harness;
     if (!cuda) profile_tool.environment.set("CUDA_VISIBLE_DEVICES", "");
-    toolbox.tools.add(detail::TakingTurns(ProfileTool<AnySandbox>(*toolbox.sandbox, profile_tool,
-                                                                  shared->timing ? &*shared->timing : nullptr,
-                                                                  &setup.task),
-                                          shared->worker_turns));
+    toolbox.tools.add(
+        detail::TakingTurns(ProfileTool<AnySandbox>(*toolbox.sandbox, profile_tool,
+                                                    shared->timing ? &*shared->timing : nullptr, &setup.task),
+                            shared->worker_turns));
     toolbox.resources = shared;
     return toolbox;
   };

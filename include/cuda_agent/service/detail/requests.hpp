@@ -58,8 +58,9 @@ inline void require_schema(const nlohmann::json& schema, const nlohmann::json& r
   }
   if (!allow_host_paths)
     throw ServiceError(400, "host_paths_refused",
-                       prefix + "task.path: this server does not read files of its host; send the task's name and "
-                                "source");
+                       prefix +
+                           "task.path: this server does not read files of its host; send the task's name and "
+                           "source");
   if (task.contains("source"))
     throw ServiceError(400, "invalid_request", prefix + "task: give either a path or a source, not both");
   Task loaded;
