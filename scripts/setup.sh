@@ -48,5 +48,10 @@ if ! "$venv/bin/python3" -c "import torch, numpy, jsonschema, pytest" 2>/dev/nul
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off \
     "torch==$torch_version" numpy jsonschema pytest
 fi
+# The Python package's one dependency, and what builds its wheel without reaching PyPI.
+if ! "$venv/bin/python3" -c "import httpx, wheel" 2>/dev/null; then
+  echo "setup: installing httpx and wheel into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off httpx wheel
+fi
 chmod -R a+rX "$venv"
 echo "setup: Python with torch $("$venv/bin/python3" -c 'import torch; print(torch.__version__)') at $venv/bin/python3"
