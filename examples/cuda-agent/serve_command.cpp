@@ -17,8 +17,10 @@
 #include <cuda_agent/version.hpp>
 
 #include <algorithm>   // max
+#include <chrono>      // seconds
 #include <csignal>     // SIGTERM, SIGINT
-#include <cstdint>     // uint32_t
+#include <cstdint>     // uint32_t, uint64_t
+#include <cstdio>      // popen, pclose, fgets, FILE
 #include <filesystem>  // path
 #include <fstream>     // ifstream, ofstream
 #include <iostream>    // cout, cerr
@@ -86,6 +88,7 @@ struct ServeOptions {
   bool no_episodes = false;
   int episode_idle_seconds = 1800;
   int max_episodes = 256;
+  double gpu_memory_gib = -1;  // < 0: 85% of what nvidia-smi reports
 };
 
 void add_serve_options(CLI::App& command, ServeOptions& o) {
@@ -133,6 +136,12 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
                   "close an episode after this many seconds without a request (default 1800)")
       ->check(whole_number(1, 7 * 24 * 3600))
       ->type_name("S");
+  command
+      .add_option("--gpu-memory-gib", o.gpu_memory_gib,
+                  "device memory the verifications of one GPU may hold together (default: 85% of the GPU's; 0: no "
+                  "admission by memory)")
+      ->check(CLI::Range(0.0, 1.0e6))
+      ->type_name("GIB");
   command.add_option("--max-episodes", o.max_episodes, "open episodes at most (default 256)")
       ->check(whole_number(1, 100000))
       ->type_name("N");
@@ -158,6 +167,23 @@ void read_tokens(const std::filesystem::path& path, HttpServiceOptions& http, Ev
     service.clients[client.name] = client;
   }
   if (http.tokens.empty()) throw UsageError("--tokens: " + path.string() + " holds no token");
+}
+
+/// The memory of GPU `index` in bytes, as nvidia-smi reports it (0 when it cannot say).
+std::uint64_t gpu_memory_bytes(int index) {
+  const std::string command =
+      "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i " + std::to_string(index) + " 2>/dev/null";
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return 0;
+  char line[64] = {};
+  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
+  ::pclose(pipe);
+  if (!read) return 0;
+  try {
+    return static_cast<std::uint64_t>(std::stoull(line)) << 20U;  // MiB
+  } catch (const std::exception&) {
+    return 0;
+  }
 }
 
 /// The trusted evaluator of one slot (or of the build workers): its own warm workers.
@@ -246,6 +272,13 @@ int run_serve(ServeOptions& options) {
                                    ? static_cast<std::size_t>(options.build_workers)
                                    : std::max<std::size_t>(1, std::thread::hardware_concurrency() / 2);
   service.pool.max_pending = static_cast<std::size_t>(options.max_pending);
+  if (options.device == "cuda") {
+    // The rest is the workers' own: their CUDA contexts, torch's caches.
+    service.pool.device_memory_bytes =
+        options.gpu_memory_gib >= 0
+            ? static_cast<std::uint64_t>(options.gpu_memory_gib * static_cast<double>(1ULL << 30U))
+            : gpu_memory_bytes(devices.front()) / 100 * 85;
+  }
   service.state_directory = std::filesystem::absolute(options.state_directory);
   service.allow_host_paths = options.allow_host_paths;
   service.policy = {{"tolerance", options.strict ? "strict" : "default"},

@@ -454,3 +454,37 @@ TEST_CASE("a verification out of device memory beside other work goes again alon
   CHECK_FALSE(wait(lone_pool->submit(single.request("oom_always"))).evaluation->correct());
   CHECK(lone_pool->counters().retried_alone == 0);
 }
+
+TEST_CASE("with a memory budget, a task's first verification runs alone, later ones share the device while they fit") {
+  Fixture fixture;
+  ca::EvaluationPoolOptions options;
+  options.slots = {{"cpu", 0}, {"cpu", 0}, {"cpu", 0}};
+  options.device_memory_bytes = 10ULL << 30U;
+  auto pool = fixture.pool(options);
+  const auto most_verifying_of = [&](const std::string& task, int count) {
+    {
+      const std::lock_guard lock(fixture.script->mutex);
+      fixture.script->most_verifying = 0;
+    }
+    std::vector<ca::EvaluationPool::Ticket> tickets;
+    for (int i = 0; i < count; ++i) tickets.push_back(pool->submit(fixture.request(task)));
+    for (const auto& ticket : tickets) CHECK(wait(ticket).outcome == ca::PoolOutcome::evaluated);
+    const std::lock_guard lock(fixture.script->mutex);
+    return fixture.script->most_verifying;
+  };
+  // Unknown: alone, even beside nothing else, while its reference's memory is measured.
+  CHECK(most_verifying_of("mem2", 2) == 1);
+  CHECK(pool->counters().admitted_alone >= 1);
+  // Known: 2 GiB held by the reference, 4 GiB estimated with the candidate's; two fit in 10.
+  CHECK(most_verifying_of("mem2", 6) == 2);
+  // 6 GiB held, 12 estimated: fits beside nothing, so each one has the device to itself.
+  const std::size_t alone_before = pool->counters().admitted_alone;
+  CHECK(most_verifying_of("mem6", 3) == 1);
+  CHECK(pool->counters().admitted_alone == alone_before + 3);
+  // Without a budget the same tasks share the device as the slots allow.
+  ca::EvaluationPoolOptions unlimited = options;
+  unlimited.device_memory_bytes = 0;
+  pool = fixture.pool(unlimited);
+  CHECK(most_verifying_of("mem6", 3) >= 2);
+  CHECK(pool->counters().admitted_alone == 0);
+}

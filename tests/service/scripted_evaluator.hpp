@@ -41,7 +41,8 @@ struct Script {
 /// Behaviour by task name: "refused" is not built; "wrong" verifies incorrect; "crash"
 /// throws in verification; "harness" fails with a harness error; "slow" and "hold" take
 /// their time; "oom" runs out of device memory when another verification runs beside it,
-/// "oom_always" whatever runs beside it; anything else is correct and timed.
+/// "oom_always" whatever runs beside it; "mem<G>" takes its time and reports that its
+/// reference held G GiB of device memory; anything else is correct and timed.
 struct ScriptedEvaluator {
   std::shared_ptr<Script> script;
 
@@ -69,7 +70,9 @@ struct ScriptedEvaluator {
       if (script->timing_now > 0) script->timed_beside_verification = true;
       if (name == "hold") script->changed.wait(lock, [&] { return script->release; });
     }
+    const bool measured = name.rfind("mem", 0) == 0;
     if (name == "slow" || name.rfind("busy", 0) == 0) std::this_thread::sleep_for(60ms);
+    if (measured) std::this_thread::sleep_for(150ms);
     {
       const std::lock_guard lock(script->mutex);
       --script->verifying_now;
@@ -86,6 +89,8 @@ struct ScriptedEvaluator {
                                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
                                        {}};
     }
+    if (measured)
+      result.details["footprint"] = {{"peak_device_bytes", std::stoull(name.substr(3)) << 30U}, {"parameter_bytes", 0}};
     prepared.evaluation.verification = result;
   }
 

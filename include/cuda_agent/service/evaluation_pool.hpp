@@ -15,8 +15,14 @@
 /// policy and environment) is answered from the cache without any work. Failures of the evaluation itself (a worker
 /// lost, a harness error) come back as infrastructure errors, never as the candidate's verdict, so that a trainer
 /// retries or skips the sample instead of scoring it; the slot's evaluator is replaced after one.
+///
+/// Admission by device memory (`device_memory_bytes`): the first verification of a task has
+/// its device to itself, and its evaluation reports what the reference used there (the
+/// harness's "footprint"); later verifications of that task are admitted beside others while
+/// the estimates of all fit, twice what the reference used (the candidate's process holds as
+/// much again).
 
-#include <algorithm>           // min_element, find, count_if, transform
+#include <algorithm>           // min_element, find, count_if, transform, max
 #include <cctype>              // tolower
 #include <chrono>              // steady_clock, milliseconds, duration_cast
 #include <condition_variable>  // condition_variable, condition_variable_any
@@ -155,6 +161,9 @@ struct PoolCounters {
   std::size_t evaluated = 0, infrastructure_errors = 0, cancelled = 0, expired = 0, cache_hits = 0;
   /// Verifications that ran out of device memory beside other work and went again alone.
   std::size_t retried_alone = 0;
+  /// Verifications that had their device to themselves because their task's memory was not
+  /// known yet, or did not fit beside anything (with `device_memory_bytes` set).
+  std::size_t admitted_alone = 0;
   /// Time each device spent verifying or timing (overlapping verifications count once each).
   std::map<std::string, std::chrono::milliseconds> busy;
 
@@ -183,6 +192,9 @@ struct EvaluationPoolOptions {
   /// part of the cache key, so that a fix to the evaluator invalidates what it decided.
   std::string environment;
   bool cache_results = true;
+  /// Device memory the verifications of one device may hold together, in bytes; 0: no
+  /// admission by memory (an out-of-memory failure beside other work still goes again alone).
+  std::uint64_t device_memory_bytes = 0;
   /// Called on every change of stage, from the pool's threads (or the one that submits or
   /// cancels), with no lock of the pool held: one call at a time, in the order of the events.
   std::function<void(const PoolEvent&)> on_event;
@@ -374,8 +386,11 @@ class EvaluationPool {
     bool cancel_requested = false;
     /// Finished as an infrastructure error: the slot's evaluator (its workers) is replaced.
     bool infrastructure_failure = false;
-    /// Verified with the device to itself: it ran out of device memory beside other work.
+    /// Verified with the device to itself: it ran out of device memory beside other work, or
+    /// its task's memory is not known (or fits beside nothing).
     bool alone = false;
+    /// Device memory its verification is admitted with (0: none counted).
+    std::uint64_t memory_estimate = 0;
     std::uint64_t sequence = 0;
     std::optional<PreparedCandidate> prepared;
     std::string device;
@@ -384,18 +399,27 @@ class EvaluationPool {
   };
   using JobQueue = std::vector<std::shared_ptr<Job>>;
 
-  /// Verifications of one device share it; timing has it alone. A waiting timer keeps new
-  /// verifications out, so that a busy queue cannot starve it.
+  /// Verifications of one device share it, while their memory estimates fit `budget`
+  /// (0: any number); timing has it alone. A waiting timer keeps new verifications out, and
+  /// so does one waiting for memory, so that a busy queue starves neither.
   class DeviceGate {
    public:
-    void lock_shared() {
+    void lock_shared(std::uint64_t bytes = 0, std::uint64_t budget = 0) {
       std::unique_lock lock(mutex_);
-      changed_.wait(lock, [&] { return !timing_ && timers_waiting_ == 0; });
+      const auto fits = [&] { return budget == 0 || verifying_ == 0 || reserved_ + bytes <= budget; };
+      changed_.wait(lock, [&] { return !timing_ && timers_waiting_ == 0 && memory_waiters_ == 0; });
+      if (!fits()) {
+        ++memory_waiters_;
+        changed_.wait(lock, [&] { return !timing_ && timers_waiting_ == 0 && fits(); });
+        --memory_waiters_;
+      }
       ++verifying_;
+      reserved_ += bytes;
     }
-    void unlock_shared() {
+    void unlock_shared(std::uint64_t bytes = 0) {
       const std::lock_guard lock(mutex_);
       --verifying_;
+      reserved_ -= bytes;
       changed_.notify_all();
     }
     void lock() {
@@ -416,6 +440,8 @@ class EvaluationPool {
     std::condition_variable changed_;
     std::size_t verifying_ = 0;
     std::size_t timers_waiting_ = 0;
+    std::size_t memory_waiters_ = 0;
+    std::uint64_t reserved_ = 0;
     bool timing_ = false;
   };
 
@@ -619,8 +645,10 @@ class EvaluationPool {
       std::shared_ptr<Job> job = std::move(*next);
       emit(events);
       if (!job) continue;
+      admit_by_memory(*job);
       const auto started = std::chrono::steady_clock::now();
       std::string failure = run_stage(index, *job, /*timing=*/false);
+      learn_memory(*job);
       bool failed = !failure.empty();
       events.clear();
       bool time_it = false;
@@ -687,11 +715,12 @@ class EvaluationPool {
         const std::lock_guard exclusive(gate);
         slot_evaluators_[index].verify(*job.prepared);
       } else {
-        gate.lock_shared();
+        gate.lock_shared(job.memory_estimate, options_.device_memory_bytes);
         struct Release {
           DeviceGate& gate;
-          ~Release() { gate.unlock_shared(); }
-        } release{gate};
+          std::uint64_t bytes;
+          ~Release() { gate.unlock_shared(bytes); }
+        } release{gate, job.memory_estimate};
         slot_evaluators_[index].verify(*job.prepared);
       }
     } catch (const std::exception& error) {
@@ -699,6 +728,40 @@ class EvaluationPool {
              " stage failed (not the candidate's fault): " + error.what();
     }
     return {};
+  }
+
+  /// With a memory budget: how a verification is admitted. A task whose memory is not known,
+  /// or that fits beside nothing, has the device to itself.
+  void admit_by_memory(Job& job) {
+    if (options_.device_memory_bytes == 0 || job.alone) return;
+    const std::lock_guard lock(mutex_);
+    const auto known = task_memory_.find(job.request.task.content_hash());
+    if (known != task_memory_.end() && known->second <= options_.device_memory_bytes) {
+      job.memory_estimate = known->second;
+      return;
+    }
+    job.alone = true;
+    ++counters_.admitted_alone;
+  }
+
+  /// What a verification reported of its task's memory, kept for the next ones: twice the
+  /// reference's peak on the device (the candidate's process holds as much again), or, where
+  /// no device peak is known, twice its parameters, inputs and outputs.
+  void learn_memory(const Job& job) {
+    if (options_.device_memory_bytes == 0 || !job.prepared || !job.prepared->evaluation.verification) return;
+    const nlohmann::json& details = job.prepared->evaluation.verification->details;
+    const auto footprint = details.find("footprint");
+    if (footprint == details.end() || !footprint->is_object()) return;
+    const auto bytes = [&](const char* key) {
+      const auto value = footprint->find(key);
+      return value != footprint->end() && value->is_number() ? value->get<std::uint64_t>() : std::uint64_t{0};
+    };
+    std::uint64_t held = bytes("peak_device_bytes");
+    if (held == 0) held = bytes("parameter_bytes") + bytes("input_bytes") + bytes("output_bytes");
+    if (held == 0) return;
+    const std::lock_guard lock(mutex_);
+    std::uint64_t& estimate = task_memory_[job.request.task.content_hash()];
+    estimate = std::max(estimate, 2 * held);
   }
 
   /// Whether another slot runs on the device of slot `index`.
@@ -776,6 +839,8 @@ class EvaluationPool {
   JobQueue build_queue_;
   JobQueue slot_queue_;
   std::map<std::string, PoolResult> cache_;
+  /// Device memory a verification of each task needs, by the task's content hash.
+  std::map<std::string, std::uint64_t> task_memory_;
   PoolCounters counters_;
   std::size_t unused_count_ = 0;
   std::uint64_t events_made_ = 0;  // under mutex_

@@ -224,6 +224,7 @@ class EvaluationService {
             {"slots", slots},
             {"unfinished", counters.unfinished()},
             {"max_pending", options_.pool.max_pending},
+            {"device_memory_bytes", options_.pool.device_memory_bytes},
             {"recovered", recovered_}};
   }
 
@@ -253,6 +254,10 @@ class EvaluationService {
     family("cuda_agent_evaluations_retried_alone_total", "counter",
            "Verifications that ran out of device memory beside other work and went again alone.");
     out << "cuda_agent_evaluations_retried_alone_total " << counters.retried_alone << '\n';
+    family("cuda_agent_evaluations_admitted_alone_total", "counter",
+           "Verifications that had their device to themselves: their task's memory was not known yet, or fits "
+           "beside nothing.");
+    out << "cuda_agent_evaluations_admitted_alone_total " << counters.admitted_alone << '\n';
     family("cuda_agent_evaluations_in_stage", "gauge", "Unfinished evaluations, by stage.");
     const std::pair<const char*, std::size_t> stages[] = {{"queued", counters.queued},
                                                           {"building", counters.building},

@@ -854,6 +854,7 @@ class HarnessVerifier {
     details["reference_timings_ms"] = judged.value("timings_ms", nlohmann::json::object());
     details["expected"] = judged.value("expected", nlohmann::json::object());
     details["device_name"] = judged.value("device_name", std::string());
+    details["footprint"] = judged.value("footprint", nlohmann::json::object());
     result.checks_passed = static_cast<int>(details["checks"].size());
     const nlohmann::json verdict = judged.value("verdict", nlohmann::json::object());
     const std::string stage = judged.value("candidate_stage", std::string("start"));

@@ -38,6 +38,7 @@ class Expected:
         self.leaves = _tensor_paths(self.description)
         self.fingerprint = fingerprint
         self.input_count = len(inputs_before)
+        self.input_bytes = _bytes_of(inputs_before)
         self.mutated = [index for index, (before, after) in enumerate(zip(inputs_before, inputs_after))
                         if isinstance(before, torch.Tensor) and not torch.equal(before, after)]
         self.inputs_after = {index: inputs_after[index] for index in self.mutated}
@@ -56,6 +57,25 @@ class Expected:
             except Failure as failure:
                 return failure
         return None
+
+
+def _bytes_of(values) -> int:
+    """The bytes the tensors among ``values`` hold."""
+    return sum(value.numel() * value.element_size() for value in values if isinstance(value, torch.Tensor))
+
+
+def footprint(state: dict, expected: list, device: str) -> dict:
+    """What the reference held: its parameters and buffers, the first set's inputs and
+    outputs, and on a GPU the peak of device memory its process allocated (every set's
+    inputs and expected outputs stay resident while the candidate is judged). The pool
+    admits verifications of the task beside others by it."""
+    first = expected[0]
+    return {
+        "parameter_bytes": _bytes_of(state.values()),
+        "input_bytes": first.input_bytes,
+        "output_bytes": _bytes_of(first.tensors),
+        "peak_device_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else 0,
+    }
 
 
 def _tensor_paths(description: dict, path: list | None = None) -> list[list]:
@@ -406,4 +426,5 @@ def reference(args: dict, context) -> dict:
         "timings_ms": timings,
         "torch": torch.__version__,
         "device_name": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
+        "footprint": footprint(state, expected, device),
     }
