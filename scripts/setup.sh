@@ -53,5 +53,12 @@ if ! "$venv/bin/python3" -c "import httpx, wheel" 2>/dev/null; then
   echo "setup: installing httpx and wheel into $venv"
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off httpx wheel
 fi
+# The trainers' base classes the package's adapters are tested against: their packages
+# without their (heavy) dependencies, and the few modules their imports need.
+if ! "$venv/bin/python3" -c "import skyrl_gym.envs.base_text_env" 2>/dev/null; then
+  echo "setup: installing skyrl-gym (without its dependencies) into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
+    skyrl-gym pandas python-dateutil six pytz tzdata requests urllib3 charset-normalizer idna certifi
+fi
 chmod -R a+rX "$venv"
 echo "setup: Python with torch $("$venv/bin/python3" -c 'import torch; print(torch.__version__)') at $venv/bin/python3"

@@ -1,0 +1,66 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Tool calls written in a model's text, for trainers whose environments take the reply as
+text (SkyRL, OpenRLHF): the Hermes convention that Qwen and many open models are trained on.
+
+    <tool_call>
+    {"name": "Bash", "arguments": {"command": "ls kernels"}}
+    </tool_call>
+
+Each call's result goes back as `<tool_response>...</tool_response>`. A reply without a tool
+call ends the episode: the model says it is done.
+"""
+
+import json
+import re
+from typing import List, Tuple, Union
+
+from ..client import Json, ToolResult
+
+__all__ = ["ToolCallError", "parse_tool_calls", "system_prompt", "tool_response"]
+
+_CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
+
+
+class ToolCallError(str):
+    """A tool call the reply meant but that cannot be run (its JSON is broken): the text to
+    show the model instead of a result."""
+
+
+def system_prompt(skill: str, tools: List[Json]) -> str:
+    """SKILL.md, then the tools as JSON Schemas and how to call them."""
+    described = "\n".join(json.dumps({"type": "function", "function": {
+        "name": tool["name"], "description": tool["description"], "parameters": tool["parameters"]}})
+        for tool in tools)
+    return (skill.rstrip() + "\n\n# Tools\n\nYou may call one or more of these functions. Their signatures, as JSON "
+            "Schemas:\n<tools>\n" + described + "\n</tools>\n\nFor each call, write a JSON object with the "
+            "function's name and arguments inside <tool_call></tool_call> tags:\n<tool_call>\n"
+            '{"name": <function-name>, "arguments": <args-json-object>}\n</tool_call>\n\nEach result comes back '
+            "inside <tool_response></tool_response> tags. When the workspace holds your final candidate, reply "
+            "without a tool call: that ends the episode, and the candidate is evaluated.")
+
+
+def parse_tool_calls(reply: str) -> List[Union[Tuple[str, Json], ToolCallError]]:
+    """The calls of `reply`, in order: (name, arguments), or a `ToolCallError` in its place."""
+    calls: List[Union[Tuple[str, Json], ToolCallError]] = []
+    for match in _CALL.finditer(reply):
+        try:
+            call = json.loads(match.group(1))
+        except ValueError as error:
+            calls.append(ToolCallError("Error: the tool call is not valid JSON (%s)." % error))
+            continue
+        arguments = call.get("arguments", {}) if isinstance(call, dict) else None
+        if isinstance(arguments, str):
+            try:
+                arguments = json.loads(arguments or "{}")
+            except ValueError:
+                arguments = None
+        if not isinstance(call, dict) or not isinstance(call.get("name"), str) or not isinstance(arguments, dict):
+            calls.append(ToolCallError('Error: a tool call is {"name": "...", "arguments": {...}}.'))
+            continue
+        calls.append((call["name"], arguments))
+    return calls
+
+
+def tool_response(result: Union[ToolResult, str]) -> str:
+    content = result if isinstance(result, str) else result.content
+    return "<tool_response>\n" + content + "\n</tool_response>"
