@@ -23,7 +23,7 @@ import os
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..client import Client, Episode, Json, ServiceError
-from .text_protocol import ToolCallError, parse_tool_calls, system_prompt, tool_response
+from .text_protocol import ToolCallError, parse_tool_calls, system_prompt, tool_response, unknown_tool_response
 
 try:  # the real base class where SkyRL is installed
     from skyrl_gym.envs.base_text_env import BaseTextEnv, BaseTextEnvStepOutput
@@ -85,9 +85,7 @@ class KernelTextEnv(BaseTextEnv):
             try:
                 responses.append(tool_response(self.episode.call(name, arguments)))
             except ServiceError as error:
-                if error.code != "unknown_tool":
-                    raise
-                responses.append(tool_response("Error: " + error.message))
+                responses.append(unknown_tool_response(error))
         if self.turns >= self.max_turns:
             return self._finish()
         return BaseTextEnvStepOutput(observations=[{"role": "user", "content": "\n".join(responses)}], reward=0.0,

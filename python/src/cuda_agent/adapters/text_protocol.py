@@ -16,7 +16,7 @@ from typing import List, Tuple, Union
 
 from ..client import Json, ToolResult
 
-__all__ = ["ToolCallError", "parse_tool_calls", "system_prompt", "tool_response"]
+__all__ = ["ToolCallError", "parse_tool_calls", "system_prompt", "tool_response", "unknown_tool_response"]
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -64,3 +64,11 @@ def parse_tool_calls(reply: str) -> List[Union[Tuple[str, Json], ToolCallError]]
 def tool_response(result: Union[ToolResult, str]) -> str:
     content = result if isinstance(result, str) else result.content
     return "<tool_response>\n" + content + "\n</tool_response>"
+
+
+def unknown_tool_response(error: Exception) -> str:
+    """The response to a call of a tool the episode lacks (a `ServiceError` with code
+    "unknown_tool"): the model's mistake, which it reads; any other error is raised again."""
+    if getattr(error, "code", None) != "unknown_tool":
+        raise error
+    return tool_response("Error: " + getattr(error, "message", str(error)))
