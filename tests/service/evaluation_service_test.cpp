@@ -207,6 +207,42 @@ TEST_CASE("an evaluation runs to its reward, and its progress reads from queued 
   CHECK(metrics.find("# TYPE cuda_agent_device_busy_seconds_total counter") != std::string::npos);
 }
 
+TEST_CASE("a request chooses its reward and may verify only; the rest of the policy is the server's") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  nlohmann::json verify_only = request("plain", "verify-only");
+  verify_only["policy"] = {{"timing", false}};
+  nlohmann::json speedup = request("plain", "speedup");
+  speedup["policy"] = {{"reward", "speedup"}};
+  const nlohmann::json answer = service->submit({{"requests", {verify_only, speedup, request("plain", "own")}}});
+  const nlohmann::json untimed = finished(*service, answer["evaluations"][0]["id"].get<std::string>());
+  const nlohmann::json by_speedup = finished(*service, answer["evaluations"][1]["id"].get<std::string>());
+  const nlohmann::json by_default = finished(*service, answer["evaluations"][2]["id"].get<std::string>());
+  // Verified, never timed: the scripted evaluator's profile stage did not run for it.
+  CHECK(untimed["outcome"] == "evaluated");
+  CHECK(untimed["evaluation"]["verification"]["correct"] == true);
+  const auto profile_of = [](const nlohmann::json& status) {
+    return status["evaluation"].value("profile", nlohmann::json());
+  };
+  CHECK(profile_of(untimed).is_null());
+  CHECK_FALSE(profile_of(by_default).is_null());
+  // The library's speedup reward for the request that chose it, the server's for the others.
+  CHECK(by_speedup["reward"]["label"] == "correct_unmeasured");
+  CHECK(by_default["reward"]["label"] != "correct_unmeasured");
+  CHECK(by_default["reward"]["value"] == 1);
+
+  // The same files verified only and timed are different requests, never each other's cache.
+  nlohmann::json timed_again = verify_only;
+  timed_again.erase("policy");
+  const std::string again = service->submit(timed_again)["evaluations"][0]["id"];
+  CHECK_FALSE(profile_of(finished(*service, again)).is_null());
+
+  // Timing a server does not do, or another tolerance, is refused rather than evaluated otherwise.
+  nlohmann::json strict = request("plain");
+  strict["policy"] = {{"tolerance", "strict"}, {"reward", "speedup"}};
+  CHECK(refusal([&] { service->submit(strict); }).code() == "unsupported_policy");
+}
+
 TEST_CASE("a request whose result is known is answered finished at once, with no files written") {
   ServiceFixture fixture;
   auto service = fixture.service();

@@ -79,6 +79,9 @@ struct EvaluationRequest {
   /// The settings that change a verdict (tolerance profile, library policy, timing budget),
   /// as the host describes them: part of the cache key, never interpreted by the pool.
   nlohmann::json policy = nlohmann::json::object();
+  /// Time a correct candidate after verifying it (where the slot's evaluator times at all);
+  /// false: verify only. Part of the cache key through `policy`, which should say so.
+  bool timing = true;
   /// Higher first.
   int priority = 0;
   /// Not started on a further stage after this time (finished as `PoolOutcome::expired`).
@@ -673,7 +676,7 @@ class EvaluationPool {
         }
         if (failed)
           finish(lock, job, PoolOutcome::infrastructure_error, std::move(failure), events);
-        else if (!correct)
+        else if (!correct || !job->request.timing)
           finish(lock, job, PoolOutcome::evaluated, {}, events);
         else if (!stopped_here(lock, job, events)) {
           move_to(job, PoolStage::timing, events);

@@ -63,9 +63,11 @@ struct EvaluationServiceOptions {
   /// The journal and the candidates' files of unfinished requests. Required.
   std::filesystem::path state_directory;
   /// What the service evaluates with (tolerance, timing, reward, device): reported by
-  /// `health()`, and a request's `policy` must agree with it field by field.
+  /// `health()`. A request's `policy` may choose its reward ("milestone" or "speedup") and
+  /// turn timing off (verify only); every other field it names must equal the service's.
   nlohmann::json policy = {{"tolerance", "default"}, {"timing", true}, {"reward", "milestone"}, {"device", "cpu"}};
-  /// Turns an evaluation into its reward (the milestone reward unless the host says).
+  /// Turns an evaluation into its reward (the milestone reward unless the host says), for
+  /// requests that keep the service's reward; the others get the library's policy they name.
   std::function<Reward(const Evaluation&)> reward = [](const Evaluation& evaluation) {
     return MilestoneReward{}.reward(evaluation);
   };
@@ -300,6 +302,8 @@ class EvaluationService {
     std::string id;
     std::string client;
     nlohmann::json normalized;
+    /// The service's policy with the request's own choices.
+    nlohmann::json policy;
     Task task;
     std::map<std::string, std::string> files;
     int priority = 0;
@@ -310,6 +314,8 @@ class EvaluationService {
 
   struct Record {
     nlohmann::json status;
+    /// The reward the request chose ("milestone", "speedup").
+    std::string reward;
     std::vector<nlohmann::json> events;
     bool finished = false;
     std::string client;
@@ -367,12 +373,18 @@ class EvaluationService {
       throw ServiceError(413, "candidate_too_large",
                          prefix + "candidate: its files hold " + std::to_string(bytes) + " bytes, more than the " +
                              std::to_string(options_.max_candidate_bytes) + " this server takes");
+    prepared.policy = options_.policy;
     if (const auto policy = request.find("policy"); policy != request.end())
-      for (const auto& [key, value] : policy->items())
-        if (options_.policy.value(key, nlohmann::json()) != value)
+      for (const auto& [key, value] : policy->items()) {
+        const nlohmann::json own = options_.policy.value(key, nlohmann::json());
+        // What a request may choose for itself: its reward, and no timing (less work, never more).
+        const bool its_own_choice = key == "reward" || (key == "timing" && value == false);
+        if (own != value && !its_own_choice)
           throw ServiceError(400, "unsupported_policy",
-                             prefix + "policy." + key + ": this server evaluates with " + key + " " +
-                                 options_.policy.value(key, nlohmann::json()).dump() + ", not " + value.dump());
+                             prefix + "policy." + key + ": this server evaluates with " + key + " " + own.dump() +
+                                 ", not " + value.dump());
+        prepared.policy[key] = value;
+      }
     prepared.priority = request.value("priority", 0);
     if (request.contains("deadline_s"))
       prepared.deadline =
@@ -380,6 +392,7 @@ class EvaluationService {
                                                  std::chrono::duration<double>(request["deadline_s"].get<double>()));
     prepared.normalized = {{"task", {{"name", prepared.task.name}, {"source", prepared.task.reference_source}}},
                            {"candidate", {{"files", prepared.files}}},
+                           {"policy", prepared.policy},
                            {"priority", prepared.priority},
                            {"metadata", request.value("metadata", nlohmann::json::object())}};
     if (prepared.deadline) prepared.normalized["deadline_at"] = unix_seconds(*prepared.deadline);
@@ -451,7 +464,8 @@ class EvaluationService {
     request.id = prepared.id;
     request.task = prepared.task;
     request.candidate_directory = candidate_directory(prepared.id);
-    request.policy = options_.policy;
+    request.policy = prepared.policy;
+    request.timing = prepared.policy.value("timing", true);
     request.priority = prepared.priority;
     if (prepared.deadline)
       request.deadline =
@@ -464,6 +478,7 @@ class EvaluationService {
   Record& create_record(const Prepared& prepared) {
     Record& record = records_[prepared.id];
     record.client = prepared.client;
+    record.reward = prepared.policy.value("reward", std::string());
     record.status = {{"id", prepared.id},
                      {"stage", "queued"},
                      {"outcome", nullptr},
@@ -532,7 +547,7 @@ class EvaluationService {
     if (result.evaluation) {
       evaluation = *result.evaluation;
       if (const auto rejected = result.evaluation->rejection()) rejection = *rejected;
-      if (result.outcome == PoolOutcome::evaluated) reward = options_.reward(*result.evaluation);
+      if (result.outcome == PoolOutcome::evaluated) reward = reward_of(record.reward, *result.evaluation);
     }
     record.status["cached"] = result.cached;
     record.status["device"] = result.device;
@@ -542,6 +557,13 @@ class EvaluationService {
     record.status["evaluation"] = evaluation;
     record.status["rejection"] = rejection;
     return finish_record(id, to_string(result.outcome), result.message, reward);
+  }
+
+  /// The reward `kind` gives `evaluation`: the service's own function for its own kind.
+  [[nodiscard]] Reward reward_of(const std::string& kind, const Evaluation& evaluation) const {
+    if (kind.empty() || kind == options_.policy.value("reward", std::string())) return options_.reward(evaluation);
+    if (kind == "speedup") return SpeedupReward{}.reward(evaluation);
+    return MilestoneReward{}.reward(evaluation);
   }
 
   /// Under the lock: the record's final status, journaled and returned; its files removed.
@@ -629,6 +651,7 @@ class EvaluationService {
       prepared.task.name = prepared.normalized["task"].value("name", "task");
       prepared.task.reference_source = prepared.normalized["task"].value("source", "");
       prepared.files = prepared.normalized["candidate"].value("files", std::map<std::string, std::string>{});
+      prepared.policy = prepared.normalized.value("policy", options_.policy);
       prepared.priority = prepared.normalized.value("priority", 0);
       if (prepared.normalized.contains("deadline_at"))
         prepared.deadline =
