@@ -26,6 +26,7 @@ __all__ = [
     "Retry",
     "ServiceError",
     "ToolResult",
+    "episode_request",
     "evaluation_request",
     "task",
     "task_from_file",
@@ -90,6 +91,14 @@ def evaluation_request(task: Json, files: Mapping[str, str], *, priority: int = 
         request["priority"] = priority
     if deadline_s is not None:
         request["deadline_s"] = deadline_s
+    if metadata:
+        request["metadata"] = dict(metadata)
+    return request
+
+
+def episode_request(task: Json, metadata: Optional[Json] = None) -> Json:
+    """The body of `POST /v1/episodes` (resources/service/episode_request.schema.json)."""
+    request: Json = {"task": dict(task)}
     if metadata:
         request["metadata"] = dict(metadata)
     return request
@@ -199,23 +208,27 @@ class Client:
 
     # --- episodes ----------------------------------------------------------------------
     def open_episode(self, task: Json, *, metadata: Optional[Json] = None) -> "Episode":
-        body: Json = {"task": dict(task)}
-        if metadata:
-            body["metadata"] = dict(metadata)
-        return Episode(self, self.request("POST", "/v1/episodes", body))
+        return Episode(self, self.request("POST", "/v1/episodes", episode_request(task, metadata)))
 
 
-class Episode:
-    """One episode on the server: its SKILL.md, files and tools, and the calls made in it."""
+class _Opened:
+    """What the server said of an episode it opened, as both episode classes keep it."""
 
-    def __init__(self, client: Client, opened: Json):
-        self._client = client
+    def __init__(self, opened: Json):
         self.opened = opened
         self.id: str = opened["id"]
         self.skill: str = opened["skill"]
         self.files: Dict[str, str] = opened["files"]
         self.tools: List[Json] = opened["tools"]
         self.evaluation: Optional[Json] = None
+
+
+class Episode(_Opened):
+    """One episode on the server: its SKILL.md, files and tools, and the calls made in it."""
+
+    def __init__(self, client: Client, opened: Json):
+        super().__init__(opened)
+        self._client = client
 
     def __enter__(self) -> "Episode":
         return self
@@ -314,23 +327,15 @@ class AsyncClient:
         return await self.request("DELETE", "/v1/evaluations/" + evaluation_id)
 
     async def open_episode(self, task: Json, *, metadata: Optional[Json] = None) -> "AsyncEpisode":
-        body: Json = {"task": dict(task)}
-        if metadata:
-            body["metadata"] = dict(metadata)
-        return AsyncEpisode(self, await self.request("POST", "/v1/episodes", body))
+        return AsyncEpisode(self, await self.request("POST", "/v1/episodes", episode_request(task, metadata)))
 
 
-class AsyncEpisode:
+class AsyncEpisode(_Opened):
     """`Episode` for asyncio."""
 
     def __init__(self, client: AsyncClient, opened: Json):
+        super().__init__(opened)
         self._client = client
-        self.opened = opened
-        self.id: str = opened["id"]
-        self.skill: str = opened["skill"]
-        self.files: Dict[str, str] = opened["files"]
-        self.tools: List[Json] = opened["tools"]
-        self.evaluation: Optional[Json] = None
 
     async def __aenter__(self) -> "AsyncEpisode":
         return self
