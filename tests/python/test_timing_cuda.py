@@ -95,6 +95,37 @@ def test_graph_timing_agrees_with_per_call_timing_for_a_long_kernel(device):
     assert abs(graphed / per_call - 1) < 0.05, (per_call, graphed)
 
 
+def _reads_its_temperature_back(temperature):
+    def log_softmax(x):
+        out = torch.empty_like(x)
+        torch.mul(x, 1.0 / temperature.item(), out=out)  # a host synchronization: no graph holds it
+        return out.sub_(out.logsumexp(-1, keepdim=True))
+
+    return log_softmax
+
+
+def test_a_contender_no_graph_can_hold_is_timed_batched_with_the_process_as_it_was(device):
+    # torch.cuda.graph left its capture stream current when ending the invalidated capture
+    # raised; a candidate like this one was then timed batched, and one of its outputs held
+    # other values than its inputs give.
+    factory = input_sets.InputFactory(lambda: [torch.randn(64, 1000)], device)
+    function = _reads_its_temperature_back(torch.full((1,), 0.7, device=device.torch_device))
+    timer = contender_timer.ContenderTimer("item", function, device, factory)
+    current = torch.cuda.current_stream()
+    with pytest.raises(sampling.CaptureFailed, match="item"):
+        timer.configure(sampling.CUDA_GRAPH, 64, seed=3)
+    assert torch.cuda.current_stream() == current
+    calls = 227
+    timer.configure(sampling.BATCHED, calls, seed=5)
+    for seed in (11, 12, 13):
+        timer.sample(seed)
+        assert len(timer.last_outputs) == calls
+        wrong = [call for call in range(calls)
+                 if not torch.allclose(timer.last_outputs[call],
+                                       function(*factory(input_sets.derive_seed(seed, call))), atol=1e-5)]
+        assert not wrong, f"seed {seed}: calls {wrong[:10]} of {calls} are wrong"
+
+
 def test_the_lead_keeps_the_host_dispatch_out_of_the_window(device):
     device.measure_timing_constants()
     factory = input_sets.InputFactory(lambda: [torch.randn(64, 256)], device)

@@ -178,15 +178,12 @@ class ContenderTimer:
                 for inputs in sets[:2]:
                     self.function(*inputs)
             torch.cuda.current_stream().wait_stream(side)
-            self.device.synchronize()
-            graph = self.device.graph()
-            with torch.no_grad(), torch.cuda.graph(graph):
-                outputs = [self.function(*inputs) for inputs in sets]
-            self.device.synchronize()
-        except Exception as error:  # whatever the capture tripped over
+            with torch.no_grad():
+                graph, outputs = self.device.capture(lambda: [self.function(*inputs) for inputs in sets])
+        except Exception as error:  # whatever the warm-up or the capture tripped over
             self.regime, self.calls = PER_CALL, 1
-            self.device.recover_from_capture()
-            raise CaptureFailed(f"{self.name}: {type(error).__name__}: {error}") from error
+            cause = error.__cause__ if isinstance(error, CaptureFailed) and error.__cause__ else error
+            raise CaptureFailed(f"{self.name}: {type(cause).__name__}: {cause}") from error
         self._graph, self._static_inputs, self._static_outputs = graph, sets, outputs
 
     def _refill(self, seed: int) -> None:

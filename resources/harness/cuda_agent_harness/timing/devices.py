@@ -104,11 +104,8 @@ class CpuDevice:
     def clock_mhz(self) -> float | None:
         return None
 
-    def graph(self):
+    def capture(self, body: Callable[[], Any]) -> tuple[Any, Any]:
         raise CaptureFailed("CUDA graphs do not exist on the CPU")
-
-    def recover_from_capture(self) -> None:
-        pass
 
 
 def _keep_freed_host_memory() -> bool:
@@ -454,13 +451,46 @@ class CudaDevice:
         self.lead_clock_mhz = max(self.lead_clock_mhz or 0.0, clock)
         return clock
 
-    def graph(self):
-        return self.torch.cuda.CUDAGraph()
+    def capture(self, body: Callable[[], Any]) -> tuple[Any, Any]:
+        """(a CUDA graph of ``body``, what ``body`` returned), captured on a stream of its own.
+        Raises ``CaptureFailed`` when ``body`` cannot be captured (a host synchronization,
+        ``.item()`` say), leaving the process as it was before.
 
-    def recover_from_capture(self) -> None:
-        """After a failed capture: wait for the device and forget the capture's error."""
+        ``torch.cuda.graph`` does not: when ending an invalidated capture raises, its context
+        leaves the capture stream current for the rest of the process, and the caching
+        allocator may go on handing that stream's allocations out of the graph's private
+        pool. A candidate that read ``.item()`` in forward was then timed batched on that
+        stream, and the output of one of its 227 calls held other values than its inputs
+        give (an H100, torch 2.11): a legitimate candidate rejected as computing less."""
+        torch = self.torch
+        torch.cuda.synchronize()
+        graph = torch.cuda.CUDAGraph()
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # restores the current stream whatever happens inside
+            try:
+                graph.capture_begin()
+                result = body()
+                graph.capture_end()
+            except Exception as error:  # whatever the capture tripped over
+                self._abandon_capture(graph)
+                raise CaptureFailed(f"{type(error).__name__}: {error}") from error
+        torch.cuda.current_stream().wait_stream(stream)
+        torch.cuda.synchronize()
+        return graph, result
+
+    def _abandon_capture(self, graph: Any) -> None:
+        """Ends what a failed capture may have left open, each step only if still open: the
+        stream's capture, the allocator's routing into the graph's pool, the error the
+        device reports once."""
+        torch = self.torch
+        for end in (graph.capture_end, lambda: torch._C._cuda_endAllocateToPool(self.index, graph.pool())):
+            try:
+                end()
+            except Exception:  # already ended, or this torch ended it itself
+                pass
         try:
-            self.torch.cuda.synchronize()
+            torch.cuda.synchronize()
         except Exception:  # the invalidated capture's error surfaces here once
             pass
         self.runtime.clear_error()
@@ -477,9 +507,7 @@ def warm_graph_machinery(torch: Any, device: Any) -> None:
     with torch.cuda.stream(side):
         static.add_(1)
     torch.cuda.current_stream().wait_stream(side)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        static.add_(1)
+    graph, _ = device.capture(lambda: static.add_(1))
     graph.replay()
     torch.cuda.synchronize()
 

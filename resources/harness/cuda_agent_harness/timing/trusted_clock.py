@@ -52,6 +52,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from ..checks.compare import ATOL_SCALE, effective_tolerance
 from . import arena as arena_module
+from .sampling import CaptureFailed
 
 #: Every region and tensor in the arena starts on this boundary.
 ALIGNMENT = 256
@@ -463,19 +464,20 @@ class TrustedBatchRunner:
                     for index in range(min(2, self.layout.calls)):
                         self._call(index)
                 torch.cuda.current_stream().wait_stream(side)
-                torch.cuda.synchronize()
-                graph = torch.cuda.CUDAGraph()
                 self.allocations.copied_bytes = 0
-                with torch.no_grad(), torch.cuda.graph(graph):
-                    described = [self._call(index) for index in range(self.layout.calls)]
-                torch.cuda.synchronize()
+                with torch.no_grad():
+                    graph, described = self.device.capture(
+                        lambda: [self._call(index) for index in range(self.layout.calls)])
                 self.graph, self.graph_outputs, self.mode = graph, described, "graph"
                 self.graph_copied_bytes = self.allocations.copied_bytes
             except TrustedClockError:
                 raise
-            except Exception as error:  # whatever the capture tripped over
+            except CaptureFailed as error:
+                if isinstance(error.__cause__, TrustedClockError):
+                    raise error.__cause__ from None
+                self.capture_error = str(error)
+            except Exception as error:  # the warm-up tripped over something
                 self.capture_error = f"{type(error).__name__}: {error}"
-                self.device.recover_from_capture()
         first = self.run()
         return {"mode": self.mode, "capture_error": self.capture_error,
                 "outputs": self.graph_outputs, "copied_bytes": first["copied_bytes"]}
