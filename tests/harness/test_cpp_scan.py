@@ -126,6 +126,35 @@ def test_macros_a_header_defines_are_expanded_in_the_files_that_use_them():
     assert scan_cpp(binding, "kernels/binding.cpp") == [], "one file alone shows nothing"
 
 
+@pytest.mark.parametrize("header_name", ["kernels/impl.hxx", "kernels/Impl.H", "kernels/impl.HPP", "kernels/impl.txt"])
+def test_every_file_but_python_is_scanned_whatever_its_suffix(header_name):
+    # The build lower-cases suffixes and an #include reads any file: a header the scan
+    # skipped by its name would carry whatever the binding must not hold.
+    from cuda_agent_harness.checks import scan
+    header = "#pragma once\ninline void run() { PyObject* builtins = PyEval_GetBuiltins(); (void)builtins; }\n"
+    binding = PRELUDE + '#include "' + header_name.split("/")[-1] + '"\n'
+    files = {header_name: header, "kernels/binding.cpp": binding, "model_new.py": ""}
+    found = [f for f in scan.scan({"files": files, "policy": {}}, None)["findings"] if f["file"] == header_name]
+    assert found and found[0]["reason"] == "forbidden_construct", found
+    assert header_name in host_compiled_files({header_name: header, "kernels/binding.cpp": binding})
+
+
+def test_a_macro_defined_again_is_expanded_with_each_of_its_definitions():
+    # Used with the first definition, then #undef'd and defined as something harmless: the
+    # compiler expands the use with the first, so the scan must too.
+    source = PRELUDE + ("#define NAME_IN(space, name) space::name\nvoid f() {\n  auto y = NAME_IN(py, cast)(1);\n}\n"
+                        "#undef NAME_IN\n#define NAME_IN(space, name) int\n")
+    found = scan_cpp(source, "kernels/k.cpp")
+    assert found and (found[0]["reason"], found[0]["line"]) == ("forbidden_construct", 4), found
+
+
+def test_a_directive_between_the_arguments_of_a_macro_call_does_not_end_it():
+    source = PRELUDE + ("#define SCOPED(scope, name) scope::name\nvoid f() {\n  auto y = SCOPED(py,\n"
+                        "#if defined(__cplusplus)\n      cast\n#endif\n  )(1);\n}\n")
+    found = scan_cpp(source, "kernels/k.cpp")
+    assert found and (found[0]["reason"], found[0]["line"]) == ("forbidden_construct", 4), found
+
+
 def test_include_next_and_import_are_refused_and_what_they_name_is_host_code():
     helper = 'inline long probe(long n) {\n  long r;\n  __asm__ volatile("syscall" : "=a"(r) : "a"(n));\n  return r;\n}\n'
     for directive in ('#include_next "helper.h"', '#import "helper.h"', '%:include_next "helper.h"'):

@@ -227,7 +227,7 @@ _CUDA_ARCH_IF = re.compile(r"^[ \t]*#[ \t]*(if|ifdef|ifndef|elif|else|endif)\b(.
 CUDA_SUFFIXES = (".cu", ".cuh")
 #: Files nvcc may compile (headers can be included by a .cu file): device code is told
 #: apart there. .cpp files go to the host compiler, where nothing is device code.
-_DEVICE_CAPABLE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl")
+_DEVICE_CAPABLE_SUFFIXES = (".cu", ".cuh", ".h", ".hpp", ".hh", ".hxx", ".inl")
 _HOST_SUFFIXES = (".cpp", ".cc", ".cxx", ".c")
 
 
@@ -322,15 +322,23 @@ _NAMED_SYMBOL = re.compile(
     r"cuGetProcAddress|cudaGetDriverEntryPoint)\w*|\\(?:x7[fF]|177)ELF|redefine_extname")
 
 
-def _macro_definitions(code: str) -> dict[str, tuple[list[str] | None, str]]:
-    """The file's ``#define``s: name -> (parameters, or None for an object-like macro; body)."""
-    macros: dict[str, tuple[list[str] | None, str]] = {}
+def _macro_variants(code: str) -> dict[str, list[tuple[list[str] | None, str]]]:
+    """Every ``#define`` of each name in the file, in order: name -> [(parameters, or None
+    for an object-like macro; body), ...]. A name defined again (after an ``#undef``) has
+    several: each is in force over part of the file."""
+    macros: dict[str, list[tuple[list[str] | None, str]]] = {}
     for match in re.finditer(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\([^)]*\))?(.*)$", code, re.M):
         parameters = None
         if match.group(2) is not None:
             parameters = [part.strip() for part in match.group(2)[1:-1].split(",") if part.strip()]
-        macros[match.group(1)] = (parameters, match.group(3).strip())
+        macros.setdefault(match.group(1), []).append((parameters, match.group(3).strip()))
     return macros
+
+
+def _macro_definitions(code: str) -> dict[str, tuple[list[str] | None, str]]:
+    """The file's ``#define``s: name -> (parameters, or None for an object-like macro; body),
+    the last of each name's."""
+    return {name: variants[-1] for name, variants in _macro_variants(code).items()}
 
 
 def _split_arguments(text: str, start: int) -> tuple[list[str], int] | None:
@@ -388,7 +396,19 @@ def _expanded_lines(code: str, passes: int = 8, macros: dict | None = None) -> l
     macro call whose arguments run over lines is one line from its first to the one that
     closes it (``_MACRO_CALL_LINES`` at most), as the preprocessor reads it: a name split
     between two of its arguments is then whole."""
-    macros = {**(macros or {}), **_macro_definitions(code)}
+    variants = _macro_variants(code)
+    # A name defined more than once is in force with each definition over some lines: each
+    # line is expanded with every one (the i-th expansion takes each name's i-th definition).
+    expansions = max((len(each) for each in variants.values()), default=1)
+    lines_out: list[tuple[int, int, str]] = []
+    for variant in range(expansions):
+        chosen = {name: each[min(variant, len(each) - 1)] for name, each in variants.items()}
+        lines_out += _expanded_lines_with({**(macros or {}), **chosen}, code, passes)
+    return lines_out
+
+
+def _expanded_lines_with(macros: dict, code: str, passes: int) -> list[tuple[int, int, str]]:
+    """``_expanded_lines`` with one definition of each macro."""
     if not macros:
         return []
     name = re.compile(r"\b(" + "|".join(re.escape(each) for each in macros) + r")\b")
@@ -404,8 +424,11 @@ def _expanded_lines(code: str, passes: int = 8, macros: dict | None = None) -> l
             continue
         text, last, taken = line, start, 1
         while (function_like is not None and taken < _MACRO_CALL_LINES and index < len(lines)
-               and not re.match(r"[ \t]*#", lines[index]) and _unclosed_macro_call(text, function_like)):
-            text += " " + lines[index]
+               and _unclosed_macro_call(text, function_like)):
+            # A directive between a call's arguments (#if, #else, ...) is the preprocessor's
+            # own line: the call goes on after it.
+            if not re.match(r"[ \t]*#", lines[index]):
+                text += " " + lines[index]
             last, offset, index, taken = offset, offset + len(lines[index]) + 1, index + 1, taken + 1
         for _ in range(passes):
             out, position, changed = [], 0, False
@@ -821,7 +844,7 @@ def host_compiled_files(files: dict[str, str]) -> set[str]:
     there the CUDA keywords expand to nothing). When a C++ file names a header through a
     macro, every file counts."""
     names = sorted(files)
-    host = {name for name in names if name.endswith(_HOST_SUFFIXES)}
+    host = {name for name in names if name.lower().endswith(_HOST_SUFFIXES)}
     pending = list(host)
     while pending:
         current = pending.pop()
@@ -848,7 +871,7 @@ def scan_cpp(source: str, file: str, allow_cublas: bool = True, allow_cudnn: boo
     since a header can define what this file uses."""
     joined, code, starts, literals = _prepare(source)
     if host_compiled is None:
-        host_compiled = not file.endswith(_DEVICE_CAPABLE_SUFFIXES)
+        host_compiled = not file.lower().endswith(_DEVICE_CAPABLE_SUFFIXES)
 
     def line_of(offset: int) -> int:
         return bisect.bisect_right(starts, offset)

@@ -23,7 +23,11 @@ scan_python = check_model_new
 from .cpp_scan import CPP_ALLOWED, CPP_FORBIDDEN, host_compiled_files, macro_definitions, scan_cpp, strip_cpp
 
 
-CPP_SUFFIXES = (".cu", ".cuh", ".cpp", ".cc", ".cxx", ".h", ".hpp", ".hh", ".inl")
+def is_cpp(path: str) -> bool:
+    """Whether a candidate file is scanned as C++ or CUDA: every file but Python. What an
+    ``#include`` reads is the compiler's choice, not its name's, and the build's suffixes
+    are compared without regard to case (``kernels/impl.hxx``, ``kernels/Tanh.H``)."""
+    return not path.lower().endswith(".py")
 
 
 @handler("scan")
@@ -35,20 +39,20 @@ def scan(args: dict, context) -> dict:
     if "model_new.py" not in files:
         findings.append({"reason": "interface_mismatch", "file": "model_new.py", "line": 0, "rule": "interface",
                          "message": "the candidate has no model_new.py"})
-    host = host_compiled_files({path: text for path, text in files.items() if path.endswith(CPP_SUFFIXES)})
+    host = host_compiled_files({path: text for path, text in files.items() if is_cpp(path)})
     # Every file's macros, for every file: a header may define what another file uses.
     macros: dict = {}
     for path, text in sorted(files.items()):
-        if path.endswith(CPP_SUFFIXES):
+        if is_cpp(path):
             macros.update(macro_definitions(text))
     for path, text in sorted(files.items()):
         if path == "model_new.py":
             findings += check_model_new(text, path, args.get("reference_source"))
-        elif path.endswith(".py"):
+        elif path.lower().endswith(".py"):
             findings.append({"reason": "forbidden_module", "file": path, "line": 0, "rule": "files",
                              "message": f"{path}: the candidate consists of model_new.py and kernels/; other Python"
                                         " files are not used."})
-        elif path.endswith(CPP_SUFFIXES):
+        elif is_cpp(path):
             findings += scan_cpp(text, path, bool(policy.get("allow_cublas", True)), bool(policy.get("allow_cudnn", True)),
                                  host_compiled=path in host, macros=macros)
     unique, seen = [], set()
