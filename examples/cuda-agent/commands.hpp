@@ -25,6 +25,10 @@ void add_demo_command(CLI::App& program, int& exit_status);
 #ifdef CUDA_AGENT_CLI_WITH_SERVER
 /// `cuda-agent serve [options]`: the evaluation service over HTTP (serve_command.cpp).
 void add_serve_command(CLI::App& program, int& exit_status);
+
+/// `cuda-agent worker --coordinator URL [options]`: this machine's GPUs serving a
+/// coordinator's pool (worker_command.cpp).
+void add_worker_command(CLI::App& program, int& exit_status);
 #endif
 
 }  // namespace cuda_agent::cli

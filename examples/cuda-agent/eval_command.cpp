@@ -275,6 +275,8 @@ int run_eval(EvalOptions& options) {
   SandboxOptions build_sandbox;
   build_sandbox.workspace = evaluator_options.work_directory;
   if (options.device == "cuda") build_sandbox.gpus = {options.gpu};
+  build_sandbox.mounts.push_back(precompiled_header_mount(
+      compile.cache_directory.empty() ? default_compile_cache_directory() : compile.cache_directory));
   if (::geteuid() == 0) {
     compile.sandbox_user = sandbox_identity(build_sandbox);
   }

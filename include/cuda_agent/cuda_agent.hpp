@@ -75,3 +75,5 @@
 // service/.
 #include "cuda_agent/service/evaluation_pool.hpp"
 #include "cuda_agent/service/evaluation_service.hpp"
+#include "cuda_agent/service/remote_worker.hpp"
+#include "cuda_agent/service/worker_protocol.hpp"

@@ -245,8 +245,18 @@ struct PoolResult;
 struct PoolEvent;
 struct PoolCounters;
 struct EvaluationPoolOptions;
+struct WorkerRegistration;
+struct WorkerGrant;
+struct WorkerLease;
+class UnknownWorker;
 class PoolFull;
 class EvaluationPool;
+
+// service/worker_protocol.hpp, service/remote_worker.hpp
+class CoordinatorRefusal;
+struct RemoteWorkerOptions;
+struct RemoteWorkerCounters;
+// RemoteWorker<Link> is constrained by CoordinatorLink: include service/remote_worker.hpp.
 
 // service/evaluation_service.hpp
 class ServiceError;

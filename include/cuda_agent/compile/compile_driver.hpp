@@ -80,8 +80,19 @@
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/sandbox.hpp"
+#include "cuda_agent/sandbox/sandbox_options.hpp"
 
 namespace cuda_agent {
+
+/// The mount that shows the precompiled headers of compile cache `cache_directory` inside a
+/// build sandbox. Builds include them by their host path, and a cache under a path the
+/// sandbox hides (its private /tmp, say) is otherwise out of sight there. Creates the folder,
+/// so that the mount has a source before the first header is built.
+[[nodiscard]] inline Mount precompiled_header_mount(const std::filesystem::path& cache_directory) {
+  const std::filesystem::path headers = std::filesystem::absolute(cache_directory).lexically_normal() / "pch";
+  std::filesystem::create_directories(headers);
+  return Mount{headers, headers, Mount::Access::read_only, false};
+}
 
 /// What a sandbox must let the compile commands reach, at the same paths.
 struct SandboxRequirements {

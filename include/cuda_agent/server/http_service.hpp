@@ -13,6 +13,16 @@
 ///   GET    /healthz                        whether it takes requests, its policy (no token)
 ///   GET    /metrics                        Prometheus text format
 ///
+/// With remote workers (`cuda-agent serve --accept-workers`), the routes of `cuda-agent
+/// worker` (worker_protocol.hpp), which only worker tokens open:
+///
+///   POST   /v1/workers                     {"name", "capacity", "description"}: its id
+///   POST   /v1/workers/{id}/heartbeat      the leases cancelled since
+///   POST   /v1/workers/{id}/lease[?wait=S] {"max": N}: up to N requests, with their files
+///   POST   /v1/workers/{id}/results        {"lease", "result"}: whether it counted
+///   DELETE /v1/workers/{id}                it leaves; what it held goes to others
+///   GET    /v1/workers                     the workers registered (client tokens)
+///
 /// With an `EpisodeService`, multi-turn episodes for agents and RL trainers:
 ///
 ///   POST   /v1/episodes                    {"task": ...}: id, SKILL.md, files, tool specs
@@ -32,7 +42,10 @@
 /// Every refusal is JSON: {"error": {"code": ..., "message": ...}} with its HTTP status.
 /// Authentication: `Authorization: Bearer <token>`; each token is a client of the service
 /// (its limits). A server that listens beyond loopback must have tokens; one on loopback
-/// without tokens takes every request as client "local".
+/// without tokens takes every request as client "local". A worker's results are trusted as
+/// verdicts, so workers have tokens of their own (`worker_tokens`), which open the worker
+/// routes and nothing else; a client's token never opens them. A server with client tokens
+/// or beyond loopback takes remote workers only with worker tokens.
 
 #include <algorithm>  // min
 #include <chrono>     // seconds, milliseconds, steady_clock
@@ -61,6 +74,8 @@ struct HttpServiceOptions {
   int port = 8080;
   /// Bearer token -> client name. Required when `host` is not a loopback address.
   std::map<std::string, std::string> tokens;
+  /// Bearer token -> worker name: the tokens of remote workers.
+  std::map<std::string, std::string> worker_tokens;
   /// Bytes of a request body, at most (413 beyond).
   std::size_t max_body_bytes = 16U << 20U;
   /// Threads that answer requests; a stream of events holds one while it lasts.
@@ -90,6 +105,16 @@ class HttpService {
     for (const auto& [token, client] : options_.tokens)
       if (token.size() < 16)
         throw std::invalid_argument("the token of client '" + client + "' is shorter than 16 characters");
+    for (const auto& [token, worker] : options_.worker_tokens) {
+      if (token.size() < 16)
+        throw std::invalid_argument("the token of worker '" + worker + "' is shorter than 16 characters");
+      if (options_.tokens.contains(token))
+        throw std::invalid_argument("the token of worker '" + worker + "' is also a client's: give workers their own");
+    }
+    if (service_.takes_remote_workers() && options_.worker_tokens.empty() &&
+        (!options_.tokens.empty() || !is_loopback_host(options_.host)))
+      throw std::invalid_argument(
+          "a service with client tokens, or beyond loopback, takes remote workers only with worker tokens");
     server_ = std::make_unique<httplib::Server>();
     const std::size_t threads = std::max<std::size_t>(options_.threads, 2);
     server_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
@@ -149,20 +174,42 @@ class HttpService {
                          "application/json");
   }
 
+  /// Who may call a route: clients with their tokens, anyone, or remote workers with theirs.
+  enum class Access { client, open, worker };
+
   /// The client a request speaks for (401 without a known token where tokens are required).
   [[nodiscard]] std::string authenticate(const httplib::Request& request) const {
     if (options_.tokens.empty()) return "local";
+    if (request.get_header_value("Authorization").rfind("Bearer ", 0) != 0)
+      throw ServiceError(401, "unauthorized", "send a bearer token: Authorization: Bearer <token>");
+    const std::string* client = holder_of_token(request, options_.tokens);
+    if (client == nullptr) throw ServiceError(401, "unauthorized", "the bearer token is not one this server knows");
+    return *client;
+  }
+
+  /// The worker a request speaks for: 401 without one of the worker tokens, 403 for a
+  /// client's token. Without worker tokens (on loopback, without client tokens either:
+  /// checked at construction) every request is the local worker's.
+  [[nodiscard]] std::string authenticate_worker(const httplib::Request& request) const {
+    if (options_.worker_tokens.empty()) return "local";
+    if (const std::string* worker = holder_of_token(request, options_.worker_tokens)) return *worker;
+    if (holder_of_token(request, options_.tokens) != nullptr)
+      throw ServiceError(403, "not_a_worker", "a client's token does not open the worker routes");
+    throw ServiceError(401, "unauthorized", "send a worker's bearer token: Authorization: Bearer <token>");
+  }
+
+  /// Who holds the request's bearer token among `tokens` (null when nobody does). Every
+  /// token is compared whole, so the time taken says nothing of how much matched.
+  [[nodiscard]] static const std::string* holder_of_token(const httplib::Request& request,
+                                                          const std::map<std::string, std::string>& tokens) {
     const std::string header = request.get_header_value("Authorization");
     const std::string scheme = "Bearer ";
-    if (header.rfind(scheme, 0) != 0)
-      throw ServiceError(401, "unauthorized", "send a bearer token: Authorization: Bearer <token>");
+    if (header.rfind(scheme, 0) != 0) return nullptr;
     const std::string token = header.substr(scheme.size());
-    // Every token is compared whole, so the time taken says nothing of how much matched.
     const std::string* found = nullptr;
-    for (const auto& [known, client] : options_.tokens)
-      if (same_secret(known, token)) found = &client;
-    if (found == nullptr) throw ServiceError(401, "unauthorized", "the bearer token is not one this server knows");
-    return *found;
+    for (const auto& [known, holder] : tokens)
+      if (same_secret(known, token)) found = &holder;
+    return found;
   }
 
   [[nodiscard]] static bool same_secret(const std::string& a, const std::string& b) {
@@ -189,11 +236,12 @@ class HttpService {
   }
 
   /// Wraps `handler`: authentication, and every exception as a JSON refusal.
-  httplib::Server::Handler guarded(Handler handler, bool needs_token = true) {
-    return [this, handler = std::move(handler), needs_token](const httplib::Request& request,
-                                                             httplib::Response& response) {
+  httplib::Server::Handler guarded(Handler handler, Access access = Access::client) {
+    return [this, handler = std::move(handler), access](const httplib::Request& request, httplib::Response& response) {
       try {
-        const std::string client = needs_token ? authenticate(request) : std::string("local");
+        const std::string client = access == Access::client   ? authenticate(request)
+                                   : access == Access::worker ? authenticate_worker(request)
+                                                              : std::string("local");
         handler(request, response, client);
       } catch (const ServiceError& error) {
         send_json(response, error.status(), error.body());
@@ -325,6 +373,42 @@ class HttpService {
         }));
   }
 
+  void worker_routes() {
+    httplib::Server& server = *server_;
+    server.Post(
+        "/v1/workers",
+        guarded([this](const httplib::Request& request, httplib::Response& response,
+                       const std::string&) { send_json(response, 200, service_.register_worker(json_body(request))); },
+                Access::worker));
+    server.Post(
+        R"(/v1/workers/([^/]+)/heartbeat)",
+        guarded([this](const httplib::Request& request, httplib::Response& response,
+                       const std::string&) { send_json(response, 200, service_.worker_heartbeat(request.matches[1])); },
+                Access::worker));
+    server.Post(R"(/v1/workers/([^/]+)/lease)",
+                guarded(
+                    [this](const httplib::Request& request, httplib::Response& response, const std::string&) {
+                      send_json(response, 200,
+                                service_.lease(request.matches[1], json_body(request), wait_of(request)));
+                    },
+                    Access::worker));
+    server.Post(R"(/v1/workers/([^/]+)/results)",
+                guarded(
+                    [this](const httplib::Request& request, httplib::Response& response, const std::string&) {
+                      send_json(response, 200, service_.complete(request.matches[1], json_body(request)));
+                    },
+                    Access::worker));
+    server.Delete(R"(/v1/workers/([^/]+))",
+                  guarded(
+                      [this](const httplib::Request& request, httplib::Response& response, const std::string&) {
+                        send_json(response, 200, service_.deregister_worker(request.matches[1]));
+                      },
+                      Access::worker));
+    server.Get("/v1/workers", guarded([this](const httplib::Request&, httplib::Response& response, const std::string&) {
+                 send_json(response, 200, service_.workers());
+               }));
+  }
+
   void routes() {
     httplib::Server& server = *server_;
     server.Post(
@@ -381,11 +465,12 @@ class HttpService {
                      });
                }));
     if (episodes_ != nullptr) episode_routes();
+    if (service_.takes_remote_workers()) worker_routes();
     server.Get("/healthz", guarded(
                                [this](const httplib::Request&, httplib::Response& response, const std::string&) {
                                  send_json(response, service_.draining() ? 503 : 200, service_.health());
                                },
-                               /*needs_token=*/false));
+                               Access::open));
     server.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& response, const std::string&) {
                  response.set_content(service_.metrics(), "text/plain; version=0.0.4");
                }));

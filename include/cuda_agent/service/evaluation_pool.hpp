@@ -21,6 +21,15 @@
 /// harness's "footprint"); later verifications of that task are admitted beside others while
 /// the estimates of all fit, twice what the reference used (the candidate's process holds as
 /// much again).
+///
+/// Remote workers (`EvaluationPoolOptions::remote_workers`): a worker process with a pool of
+/// its own registers (`register_worker`), takes whole requests (`lease`: the task, the
+/// candidate's files and the policy) up to its free capacity, and sends back each result
+/// (`complete`). Placement is by pull: a worker asks for as many as it has room for, and
+/// gets the requests that would go first here. A worker not heard from (`heartbeat`, or any
+/// call) within `worker_timeout` is lost: its requests go back to the queue, and what it
+/// sends later for them is dropped, so that every request has exactly one result. Results
+/// go into this pool's cache like its own.
 
 #include <algorithm>           // min_element, find, count_if, transform, max
 #include <cctype>              // tolower
@@ -36,12 +45,13 @@
 #include <memory>              // shared_ptr, make_shared, unique_ptr
 #include <mutex>               // mutex, unique_lock, lock_guard
 #include <optional>            // optional
+#include <set>                 // set
 #include <stdexcept>           // runtime_error, invalid_argument
 #include <stop_token>          // stop_token
 #include <string>              // string, to_string
 #include <system_error>        // error_code
 #include <thread>              // jthread
-#include <utility>             // move
+#include <utility>             // move, exchange, pair
 #include <vector>              // vector
 
 #include <nlohmann/json.hpp>
@@ -88,7 +98,7 @@ struct EvaluationRequest {
   std::optional<std::chrono::steady_clock::time_point> deadline;
 };
 
-enum class PoolStage { queued, building, waiting_for_slot, verifying, timing, finished };
+enum class PoolStage { queued, building, waiting_for_slot, verifying, timing, on_worker, finished };
 enum class PoolOutcome {
   evaluated,             ///< `PoolResult::evaluation` is the verdict on the candidate
   infrastructure_error,  ///< the evaluation failed for reasons not the candidate's; retry or skip it
@@ -108,6 +118,8 @@ enum class PoolOutcome {
       return "verifying";
     case PoolStage::timing:
       return "timing";
+    case PoolStage::on_worker:
+      return "on_worker";
     case PoolStage::finished:
       return "finished";
   }
@@ -160,6 +172,8 @@ struct PoolEvent {
 struct PoolCounters {
   /// Requests in each stage now.
   std::size_t queued = 0, building = 0, waiting_for_slot = 0, verifying = 0, timing = 0;
+  /// Requests a remote worker holds now.
+  std::size_t on_worker = 0;
   /// Requests finished, by outcome, and those answered from the cache among them.
   std::size_t evaluated = 0, infrastructure_errors = 0, cancelled = 0, expired = 0, cache_hits = 0;
   /// Verifications that ran out of device memory beside other work and went again alone.
@@ -167,13 +181,57 @@ struct PoolCounters {
   /// Verifications that had their device to themselves because their task's memory was not
   /// known yet, or did not fit beside anything (with `device_memory_bytes` set).
   std::size_t admitted_alone = 0;
+  /// Remote workers registered now; requests given back to the queue because their worker
+  /// was lost, left, or gave them back.
+  std::size_t workers = 0, requeued = 0;
   /// Time each device spent verifying or timing (overlapping verifications count once each).
   std::map<std::string, std::chrono::milliseconds> busy;
 
   /// Requests accepted and not finished, in whatever stage.
   [[nodiscard]] std::size_t unfinished() const noexcept {
-    return queued + building + waiting_for_slot + verifying + timing;
+    return queued + building + waiting_for_slot + verifying + timing + on_worker;
   }
+};
+
+/// What a remote worker says of itself when it registers.
+struct WorkerRegistration {
+  /// For people: the host and its devices, say "node7/cuda:0,1".
+  std::string name;
+  /// Requests it holds at once, at most (its free capacity is this less what it holds).
+  std::size_t capacity = 1;
+  /// Anything else worth showing (devices, versions); kept as given.
+  nlohmann::json description = nlohmann::json::object();
+};
+
+/// A registration accepted: the worker's id for its later calls, and how often it must be
+/// heard from.
+struct WorkerGrant {
+  std::string worker;
+  std::chrono::milliseconds heartbeat_interval{10'000};
+  std::chrono::milliseconds timeout{30'000};
+};
+
+/// A request given to a remote worker: all it needs to evaluate it on its own.
+struct WorkerLease {
+  /// Names this lease in `complete`; a lease is never given twice.
+  std::string lease;
+  /// The request's id at the coordinator (for people; the worker needs only the lease).
+  std::string id;
+  Task task;
+  /// The candidate's source files by relative path (model_new.py, kernels/...).
+  std::map<std::string, std::string> files;
+  nlohmann::json policy = nlohmann::json::object();
+  bool timing = true;
+  int priority = 0;
+  /// Time left before the request's deadline, when it has one.
+  std::optional<std::chrono::milliseconds> time_left;
+};
+
+/// A remote worker the pool does not know (never registered, lost or gone): it must
+/// register again.
+class UnknownWorker : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
 };
 
 /// A request the pool cannot take: it holds as many unfinished requests as it may, or it
@@ -198,6 +256,11 @@ struct EvaluationPoolOptions {
   /// Device memory the verifications of one device may hold together, in bytes; 0: no
   /// admission by memory (an out-of-memory failure beside other work still goes again alone).
   std::uint64_t device_memory_bytes = 0;
+  /// Whether remote workers may take requests (see the file's comment). A pool with no
+  /// slots of its own then builds nothing either: every request goes to a worker.
+  bool remote_workers = false;
+  /// A remote worker not heard from for this long is lost.
+  std::chrono::milliseconds worker_timeout{30'000};
   /// Called on every change of stage, from the pool's threads (or the one that submits or
   /// cancels), with no lock of the pool held: one call at a time, in the order of the events.
   std::function<void(const PoolEvent&)> on_event;
@@ -217,8 +280,12 @@ class EvaluationPool {
   /// evaluator of its own from `slot_evaluator`.
   EvaluationPool(EvaluationPoolOptions options, AnyStagedEvaluator builder, SlotEvaluatorFactory slot_evaluator)
       : options_(std::move(options)), builder_(std::move(builder)), make_evaluator_(std::move(slot_evaluator)) {
-    if (options_.slots.empty()) throw std::invalid_argument("EvaluationPool needs at least one slot");
-    if (options_.build_workers == 0) throw std::invalid_argument("EvaluationPool needs at least one build worker");
+    if (options_.slots.empty() && !options_.remote_workers)
+      throw std::invalid_argument("EvaluationPool needs at least one slot, or remote workers");
+    if (options_.build_workers == 0 && !options_.slots.empty())
+      throw std::invalid_argument("EvaluationPool needs at least one build worker");
+    if (options_.remote_workers && options_.worker_timeout <= std::chrono::milliseconds{0})
+      throw std::invalid_argument("EvaluationPool: worker_timeout must be positive");
     if (options_.max_pending == 0) throw std::invalid_argument("EvaluationPool: max_pending must be positive");
     if (!make_evaluator_) throw std::invalid_argument("EvaluationPool needs a factory of slot evaluators");
     if (options_.work_directory.empty())
@@ -229,8 +296,10 @@ class EvaluationPool {
       counters_.busy.try_emplace(slot.device_name(), std::chrono::milliseconds{0});
       slot_evaluators_.push_back(make_evaluator_(slot));
     }
-    for (std::size_t i = 0; i < options_.build_workers; ++i)
+    // Without slots, a local build would wait for a slot forever: the remote workers build.
+    for (std::size_t i = 0; !options_.slots.empty() && i < options_.build_workers; ++i)
       workers_.emplace_back([this](const std::stop_token& stop) { build_loop(stop); });
+    if (options_.remote_workers) workers_.emplace_back([this](const std::stop_token& stop) { watch_workers(stop); });
     for (std::size_t i = 0; i < options_.slots.size(); ++i)
       workers_.emplace_back([this, i](const std::stop_token& stop) { slot_loop(stop, i); });
   }
@@ -352,6 +421,8 @@ class EvaluationPool {
       job->cancel_requested = true;
       if (take_from(build_queue_, job) || take_from(slot_queue_, job))
         finish(lock, job, PoolOutcome::cancelled, "cancelled before it ran", events);
+      else if (!job->lease.empty())
+        finish(lock, job, PoolOutcome::cancelled, "cancelled while a remote worker held it", events);
     }
     emit(events);
     return true;
@@ -377,6 +448,128 @@ class EvaluationPool {
     idle_.wait(lock, [&] { return jobs_.empty(); });
   }
 
+  /// Accepts a remote worker (throws std::logic_error where the pool takes none).
+  [[nodiscard]] WorkerGrant register_worker(const WorkerRegistration& registration) {
+    if (!options_.remote_workers)
+      throw std::logic_error("this pool takes no remote workers (EvaluationPoolOptions::remote_workers)");
+    if (registration.capacity == 0) throw std::invalid_argument("a remote worker's capacity must be positive");
+    const std::lock_guard lock(mutex_);
+    const std::string id = "worker-" + std::to_string(++workers_registered_) + "-" + detail::random_hex(6);
+    RemoteWorker& worker = remote_workers_[id];
+    worker.registration = registration;
+    worker.last_heard = std::chrono::steady_clock::now();
+    counters_.workers = remote_workers_.size();
+    return WorkerGrant{id, heartbeat_interval(), options_.worker_timeout};
+  }
+
+  /// The worker is alive. Returns the leases it holds whose requests were cancelled since
+  /// (to stop them); throws UnknownWorker for a worker the pool does not know.
+  std::vector<std::string> heartbeat(const std::string& worker) {
+    const std::lock_guard lock(mutex_);
+    RemoteWorker& known = heard_from(worker);
+    return std::exchange(known.cancelled, {});
+  }
+
+  /// Up to `most` requests for `worker`, the ones that would go first here; waits up to
+  /// `wait` (at most half the worker timeout) while there is none. Throws UnknownWorker.
+  [[nodiscard]] std::vector<WorkerLease> lease(const std::string& worker, std::size_t most,
+                                               std::chrono::milliseconds wait) {
+    std::vector<PoolEvent> events;
+    std::vector<std::shared_ptr<Job>> taken;
+    {
+      std::unique_lock lock(mutex_);
+      (void)heard_from(worker);
+      const auto until = std::chrono::steady_clock::now() + std::min(wait, options_.worker_timeout / 2);
+      work_.wait_until(lock, until,
+                       [&] { return closing_ || !build_queue_.empty() || !remote_workers_.contains(worker); });
+      RemoteWorker& holder = heard_from(worker);
+      while (!closing_ && taken.size() < most && !build_queue_.empty()) {
+        const auto first = first_of(build_queue_);
+        std::shared_ptr<Job> job = *first;
+        build_queue_.erase(first);
+        job->queued_for = since(job->accepted);
+        if (stopped_here(lock, job, events)) continue;
+        job->lease = "lease-" + detail::random_hex(12);
+        job->worker = worker;
+        job->device = holder.registration.name;
+        holder.leases.insert(job->lease);
+        leases_.emplace(job->lease, job);
+        move_to(job, PoolStage::on_worker, events);
+        taken.push_back(job);
+      }
+    }
+    emit(events);
+    std::vector<WorkerLease> leases;
+    for (const auto& job : taken) {
+      WorkerLease lease{
+          job->lease,  job->id, job->request.task, {}, job->request.policy, job->request.timing, job->request.priority,
+          std::nullopt};
+      if (job->request.deadline)
+        lease.time_left =
+            std::max(std::chrono::milliseconds{0}, std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                       *job->request.deadline - std::chrono::steady_clock::now()));
+      try {
+        lease.files = read_candidate_sources(job->directory).files;
+      } catch (const std::exception&) {
+        // Unreadable here: the worker reads an empty candidate and its builder says why.
+      }
+      leases.push_back(std::move(lease));
+    }
+    return leases;
+  }
+
+  /// The result of `lease` from `worker`: true when it counts. False when the lease is no
+  /// longer the worker's (its request was cancelled, or went back to the queue when the
+  /// worker was lost): the result is dropped. A result the worker did not evaluate
+  /// (cancelled there, say because it stopped) sends the request back to the queue.
+  bool complete(const std::string& worker, const std::string& lease, PoolResult result) {
+    std::vector<PoolEvent> events;
+    {
+      std::unique_lock lock(mutex_);
+      const auto found = leases_.find(lease);
+      if (found == leases_.end() || found->second->worker != worker) return false;
+      const std::shared_ptr<Job> job = found->second;
+      RemoteWorker& holder = heard_from(worker);
+      holder.leases.erase(lease);
+      leases_.erase(found);
+      if (result.outcome == PoolOutcome::cancelled && !job->cancel_requested) {
+        requeue(job, events);
+      } else {
+        job->remote_evaluation = std::move(result.evaluation);
+        job->building_for = result.building_for;
+        job->on_device_for = result.on_device_for;
+        if (!result.device.empty()) job->device = holder.registration.name + "/" + result.device;
+        finish(lock, job, result.outcome, std::move(result.message), events);
+      }
+    }
+    work_.notify_all();
+    emit(events);
+    return true;
+  }
+
+  /// The worker leaves: the requests it holds go back to the queue. False for an unknown one.
+  bool deregister_worker(const std::string& worker) {
+    std::vector<PoolEvent> events;
+    {
+      const std::lock_guard lock(mutex_);
+      if (!remote_workers_.contains(worker)) return false;
+      forget_worker(worker, events);
+    }
+    work_.notify_all();
+    emit(events);
+    return true;
+  }
+
+  /// The remote workers registered now, by id: what each said of itself, and how many
+  /// requests it holds.
+  [[nodiscard]] std::map<std::string, std::pair<WorkerRegistration, std::size_t>> remote_workers() const {
+    const std::lock_guard lock(mutex_);
+    std::map<std::string, std::pair<WorkerRegistration, std::size_t>> workers;
+    for (const auto& [id, worker] : remote_workers_)
+      workers.emplace(id, std::pair{worker.registration, worker.leases.size()});
+    return workers;
+  }
+
  private:
   struct Job {
     std::string id;
@@ -396,6 +589,9 @@ class EvaluationPool {
     std::uint64_t memory_estimate = 0;
     std::uint64_t sequence = 0;
     std::optional<PreparedCandidate> prepared;
+    /// On a remote worker: its lease and the worker's id; its verdict once it sent one.
+    std::string lease, worker;
+    std::optional<Evaluation> remote_evaluation;
     std::string device;
     std::chrono::steady_clock::time_point accepted, stage_started;
     std::chrono::milliseconds queued_for{0}, building_for{0}, on_device_for{0};
@@ -497,6 +693,8 @@ class EvaluationPool {
         return counters_.verifying;
       case PoolStage::timing:
         return counters_.timing;
+      case PoolStage::on_worker:
+        return counters_.on_worker;
       case PoolStage::finished:
         break;
     }
@@ -518,6 +716,8 @@ class EvaluationPool {
     PoolResult result;
     result.id = job->id;
     if (job->prepared) result.evaluation = std::move(job->prepared->evaluation);
+    if (job->remote_evaluation) result.evaluation = std::move(job->remote_evaluation);
+    if (!job->lease.empty()) release_lease(*job);
     if (outcome == PoolOutcome::evaluated && result.evaluation) {
       if (const auto rejection = result.evaluation->rejection();
           rejection && rejection->reason == RejectionReason::harness_error) {
@@ -567,6 +767,9 @@ class EvaluationPool {
         for (const auto& job : waiting)
           finish(lock, job, PoolOutcome::cancelled, "the pool closed before it ran", events);
       }
+      const auto leased = leases_;
+      for (const auto& [lease, job] : leased)
+        finish(lock, job, PoolOutcome::cancelled, "the pool closed while a remote worker held it", events);
     }
     emit(events);
   }
@@ -801,6 +1004,83 @@ class EvaluationPool {
     }
   }
 
+  struct RemoteWorker {
+    WorkerRegistration registration;
+    std::chrono::steady_clock::time_point last_heard;
+    std::set<std::string> leases;
+    /// Leases whose requests were cancelled, not told yet.
+    std::vector<std::string> cancelled;
+  };
+
+  [[nodiscard]] std::chrono::milliseconds heartbeat_interval() const {
+    return std::max(std::chrono::milliseconds{10}, options_.worker_timeout / 3);
+  }
+
+  /// Under the lock: the worker, heard from now (throws UnknownWorker).
+  RemoteWorker& heard_from(const std::string& worker) {
+    const auto found = remote_workers_.find(worker);
+    if (found == remote_workers_.end())
+      throw UnknownWorker("no remote worker '" + worker +
+                          "' is registered (lost, gone or never known): register again");
+    found->second.last_heard = std::chrono::steady_clock::now();
+    return found->second;
+  }
+
+  /// Under the lock: a finished or cancelled job's lease is no longer its worker's; a
+  /// cancelled one is told to the worker at its next heartbeat.
+  void release_lease(Job& job) {
+    leases_.erase(job.lease);
+    if (const auto holder = remote_workers_.find(job.worker); holder != remote_workers_.end()) {
+      if (holder->second.leases.erase(job.lease) > 0 && job.cancel_requested)
+        holder->second.cancelled.push_back(job.lease);
+    }
+    job.lease.clear();
+    job.worker.clear();
+  }
+
+  /// Under the lock: a job a remote worker held goes back to the queue, as it was.
+  void requeue(const std::shared_ptr<Job>& job, std::vector<PoolEvent>& events) {
+    release_lease(*job);
+    job->device.clear();
+    job->remote_evaluation.reset();
+    ++counters_.requeued;
+    move_to(job, PoolStage::queued, events);
+    build_queue_.push_back(job);
+  }
+
+  /// Under the lock: the worker is gone, and what it held goes back to the queue.
+  void forget_worker(const std::string& worker, std::vector<PoolEvent>& events) {
+    const std::set<std::string> held = remote_workers_.at(worker).leases;
+    for (const std::string& lease : held) requeue(leases_.at(lease), events);
+    remote_workers_.erase(worker);
+    counters_.workers = remote_workers_.size();
+  }
+
+  /// Forgets the remote workers not heard from within the timeout.
+  void watch_workers(const std::stop_token& stop) {
+    std::mutex sleeping;
+    std::condition_variable_any woken;
+    while (!stop.stop_requested()) {
+      {
+        std::unique_lock lock(sleeping);
+        woken.wait_for(lock, stop, heartbeat_interval() / 2, [] { return false; });
+      }
+      std::vector<PoolEvent> events;
+      {
+        const std::lock_guard lock(mutex_);
+        const auto now = std::chrono::steady_clock::now();
+        std::vector<std::string> lost;
+        for (const auto& [id, worker] : remote_workers_)
+          if (now - worker.last_heard > options_.worker_timeout) lost.push_back(id);
+        for (const std::string& id : lost) forget_worker(id, events);
+      }
+      if (!events.empty()) {
+        work_.notify_all();
+        emit(events);
+      }
+    }
+  }
+
   /// Delivers events in the order of their numbers, which they got under the pool's lock:
   /// threads emit outside that lock, so a later event may arrive here first and wait for the
   /// earlier ones. One thread delivers at a time; a callback that causes events (a cancel)
@@ -845,6 +1125,10 @@ class EvaluationPool {
   /// Device memory a verification of each task needs, by the task's content hash.
   std::map<std::string, std::uint64_t> task_memory_;
   PoolCounters counters_;
+  std::map<std::string, RemoteWorker> remote_workers_;
+  /// Requests on remote workers, by lease.
+  std::map<std::string, std::shared_ptr<Job>> leases_;
+  std::uint64_t workers_registered_ = 0;
   std::size_t unused_count_ = 0;
   std::uint64_t events_made_ = 0;  // under mutex_
 

@@ -45,6 +45,7 @@
 #include "cuda_agent/service/detail/requests.hpp"
 #include "cuda_agent/service/evaluation_pool.hpp"
 #include "cuda_agent/service/service_error.hpp"
+#include "cuda_agent/service/worker_protocol.hpp"
 #include "cuda_agent/task.hpp"
 
 namespace cuda_agent {
@@ -221,13 +222,15 @@ class EvaluationService {
     const std::lock_guard lock(mutex_);
     nlohmann::json slots = nlohmann::json::array();
     for (const PoolSlot& slot : options_.pool.slots) slots.push_back(slot.device_name());
-    return {{"status", draining_ ? "draining" : "ok"},
-            {"policy", options_.policy},
-            {"slots", slots},
-            {"unfinished", counters.unfinished()},
-            {"max_pending", options_.pool.max_pending},
-            {"device_memory_bytes", options_.pool.device_memory_bytes},
-            {"recovered", recovered_}};
+    return {
+        {"status", draining_ ? "draining" : "ok"},
+        {"policy", options_.policy},
+        {"slots", slots},
+        {"unfinished", counters.unfinished()},
+        {"max_pending", options_.pool.max_pending},
+        {"device_memory_bytes", options_.pool.device_memory_bytes},
+        {"remote_workers", options_.pool.remote_workers ? nlohmann::json(counters.workers) : nlohmann::json(nullptr)},
+        {"recovered", recovered_}};
   }
 
   /// Counters in the Prometheus text format (version 0.0.4).
@@ -265,9 +268,17 @@ class EvaluationService {
                                                           {"building", counters.building},
                                                           {"waiting_for_slot", counters.waiting_for_slot},
                                                           {"verifying", counters.verifying},
-                                                          {"timing", counters.timing}};
+                                                          {"timing", counters.timing},
+                                                          {"on_worker", counters.on_worker}};
     for (const auto& [stage, count] : stages)
       out << "cuda_agent_evaluations_in_stage{stage=\"" << stage << "\"} " << count << '\n';
+    if (options_.pool.remote_workers) {
+      family("cuda_agent_remote_workers", "gauge", "Remote workers registered.");
+      out << "cuda_agent_remote_workers " << counters.workers << '\n';
+      family("cuda_agent_evaluations_requeued_total", "counter",
+             "Evaluations given back to the queue: their remote worker was lost, left, or gave them back.");
+      out << "cuda_agent_evaluations_requeued_total " << counters.requeued << '\n';
+    }
     family("cuda_agent_device_busy_seconds_total", "counter", "Time each device spent verifying or timing.");
     for (const auto& [device, busy] : counters.busy)
       out << "cuda_agent_device_busy_seconds_total{device=\"" << device << "\"} "
@@ -296,7 +307,92 @@ class EvaluationService {
 
   [[nodiscard]] const nlohmann::json& request_schema() const noexcept { return request_schema_; }
 
+  /// Whether remote workers may take this service's requests (`EvaluationPoolOptions::remote_workers`).
+  [[nodiscard]] bool takes_remote_workers() const noexcept { return options_.pool.remote_workers; }
+
+  /// Remote workers: the routes' JSON over the pool's calls. A worker the pool does not know
+  /// is a 404 "unknown_worker" (it registers again); a service without remote workers
+  /// answers every call with a 404 "no_remote_workers".
+  ///
+  /// `{"name", "capacity", "description"}` in; `{"worker", "heartbeat_interval_ms", "timeout_ms"}` out.
+  nlohmann::json register_worker(const nlohmann::json& body) {
+    needs_remote_workers();
+    WorkerRegistration registration;
+    try {
+      registration = body.get<WorkerRegistration>();
+    } catch (const nlohmann::json::exception& error) {
+      throw ServiceError(400, "invalid_request", std::string("a worker registration: ") + error.what());
+    }
+    if (registration.capacity == 0 || registration.capacity > 4096)
+      throw ServiceError(400, "invalid_request", "capacity: expects 1 to 4096 requests");
+    return pool_->register_worker(registration);
+  }
+
+  /// `{"cancelled": [lease, ...]}`: the worker's leases cancelled since its last heartbeat.
+  nlohmann::json worker_heartbeat(const std::string& worker) {
+    return {{"cancelled", known_worker([&] { return pool_->heartbeat(worker); })}};
+  }
+
+  /// `{"max": N}` in; `{"leases": [...]}` out, after up to `wait` while there is none.
+  nlohmann::json lease(const std::string& worker, const nlohmann::json& body, std::chrono::milliseconds wait) {
+    const nlohmann::json most = body.is_object() ? body.value("max", nlohmann::json(1)) : nlohmann::json();
+    if (!most.is_number_unsigned() || most.get<std::size_t>() == 0 || most.get<std::size_t>() > 4096)
+      throw ServiceError(400, "invalid_request", "max: expects 1 to 4096 requests");
+    const std::vector<WorkerLease> leases =
+        known_worker([&] { return pool_->lease(worker, most.get<std::size_t>(), wait); });
+    return {{"leases", leases}};
+  }
+
+  /// `{"lease", "result"}` in; `{"counted": bool}` out (false: the lease was no longer the
+  /// worker's, and the result was dropped).
+  nlohmann::json complete(const std::string& worker, const nlohmann::json& body) {
+    needs_remote_workers();
+    PoolResult result;
+    std::string lease;
+    try {
+      lease = body.at("lease").get<std::string>();
+      result = body.at("result").get<PoolResult>();
+    } catch (const std::exception& error) {
+      throw ServiceError(400, "invalid_request", std::string("a worker's result: ") + error.what());
+    }
+    return {{"counted", pool_->complete(worker, lease, std::move(result))}};
+  }
+
+  /// The worker leaves; what it held goes to others. 404 for an unknown one.
+  nlohmann::json deregister_worker(const std::string& worker) {
+    needs_remote_workers();
+    if (!pool_->deregister_worker(worker))
+      throw ServiceError(404, "unknown_worker", "no remote worker '" + worker + "' is registered");
+    return {{"worker", worker}, {"deregistered", true}};
+  }
+
+  /// The remote workers registered now, and how many requests each holds.
+  [[nodiscard]] nlohmann::json workers() const {
+    needs_remote_workers();
+    nlohmann::json list = nlohmann::json::array();
+    for (const auto& [id, worker] : pool_->remote_workers())
+      list.push_back({{"worker", id}, {"registration", worker.first}, {"holds", worker.second}});
+    return {{"workers", list}};
+  }
+
  private:
+  void needs_remote_workers() const {
+    if (!options_.pool.remote_workers)
+      throw ServiceError(404, "no_remote_workers",
+                         "this service takes no remote workers (cuda-agent serve --accept-workers)");
+  }
+
+  /// What `call` returns, an unknown worker as a 404 "unknown_worker".
+  template <class Call>
+  auto known_worker(Call call) -> decltype(call()) {
+    needs_remote_workers();
+    try {
+      return call();
+    } catch (const UnknownWorker& error) {
+      throw ServiceError(404, "unknown_worker", error.what());
+    }
+  }
+
   /// A request checked and made self-contained (files inline), ready to journal and run.
   struct Prepared {
     std::string id;
