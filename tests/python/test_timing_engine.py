@@ -119,6 +119,32 @@ def test_batched_samples_divide_by_the_calls_and_use_distinct_inputs():
     assert (contender.regime, contender.calls) == (sampling.BATCHED, 4)  # calibration leaves the regime alone
 
 
+def test_a_buffer_every_call_returns_is_read_as_the_last_call_wrote_it():
+    # A contender that keeps one output buffer: after a batched sample, every call's output
+    # is that buffer, holding the last call's result; the sample check must compare it with
+    # the last call's inputs, not with the inputs of the call it drew.
+    device = _device()
+    weight = torch.randn(32)
+    kept = torch.empty(16, 32)
+
+    def into_kept(x):
+        return torch.mul(x, weight, out=kept)
+
+    contender = contender_timer.ContenderTimer("kept", into_kept, device,
+                                               input_sets.InputFactory(lambda: [torch.randn(16, 32)], device))
+    contender.configure(sampling.BATCHED, 3, seed=3)
+    contender.sample(9)
+    assert contender.written_last_by(0) == [2] and contender.written_last_by(2) == [2]
+    last_inputs = contender.make_inputs(input_sets.derive_seed(9, 2))
+    assert torch.equal(contender.last_outputs[0], into_kept(*last_inputs).clone())
+    fresh = _contender()
+    fresh.configure(sampling.BATCHED, 3, seed=3)
+    fresh.sample(9)
+    assert fresh.written_last_by(0) == [0], "outputs of their own are each their call's"
+    with pytest.raises(ValueError):
+        fresh.written_last_by(3)
+
+
 def test_graphs_do_not_exist_on_the_cpu():
     contender = _contender()
     with pytest.raises(sampling.CaptureFailed):

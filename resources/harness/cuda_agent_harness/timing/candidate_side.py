@@ -193,7 +193,8 @@ def run_candidate_side(request: dict) -> dict:
                     reply = {"op": "sample", **sample.to_json()}
                 elif op == "sample_outputs":
                     reply = {"op": "sample_outputs",
-                             "outputs": contender.gathered_outputs(int(message["call"]), list(message["positions"]))}
+                             "outputs": contender.gathered_outputs(int(message["call"]), list(message["positions"])),
+                             "written_last_by": contender.written_last_by(int(message["call"]))}
                 elif op == "trusted_arena":
                     # Answered first: the trusted side hands the arena over once it knows we are coming.
                     channel.send({"op": "trusted_arena_waiting"})

@@ -279,6 +279,29 @@ class ContenderTimer:
                              "data": base64.b64encode(bytes(picked.view(torch.uint8).tolist())).decode()})
         return gathered
 
+    def written_last_by(self, call: int) -> list:
+        """For each output of call ``call`` of the latest sample, the last call of that
+        sample whose output there shares its memory (``call`` itself unless a later call
+        wrote the same buffer: a persistent output buffer returned by every call holds the
+        last call's result once the sample ends). None for an output that is no tensor."""
+        torch = self.device.torch
+        if not 0 <= call < len(self.last_outputs):
+            raise ValueError(f"no call {call} in the latest sample ({len(self.last_outputs)} calls)")
+        mine = tensor_leaves(self.last_outputs[call], torch)
+        last = []
+        for index, leaf in enumerate(mine):
+            if not isinstance(leaf, torch.Tensor):
+                last.append(None)
+                continue
+            writer = call
+            for later in range(call + 1, len(self.last_outputs)):
+                leaves = tensor_leaves(self.last_outputs[later], torch)
+                other = leaves[index] if index < len(leaves) else None
+                if isinstance(other, torch.Tensor) and other.data_ptr() == leaf.data_ptr():
+                    writer = later
+            last.append(writer)
+        return last
+
     def _measure_lead(self, seed: int, probes: int = 2) -> None:
         """Sets the first lead of this regime from the host's time to enqueue one whole
         sample after its lead (``Sample.enqueue_us``): the shortest of a few probes, since the
