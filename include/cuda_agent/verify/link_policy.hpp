@@ -431,6 +431,17 @@ inline constexpr std::string_view cuda_host_callbacks[] = {
     "cudaGraphAddHostNode*", "cudaGraphHostNodeSetParams*", "cudaGraphExecHostNodeSetParams*",
     "cuGetProcAddress*",     "cuLaunchHostFunc*",           "cuStreamAddCallback*",
     "cuGraphAddHostNode*",   "cudaGetExportTable",          "cuGetExportTable"};
+inline constexpr std::string_view device_memory_of_its_own[] = {"cudaMalloc",         "cudaMallocManaged*",
+                                                                "cudaMallocHost*",    "cudaHostAlloc*",
+                                                                "cudaHostRegister*",  "cudaMallocPitch*",
+                                                                "cudaMalloc3D*",      "cudaMallocArray*",
+                                                                "cudaMalloc3DArray*", "cudaMallocMipmappedArray*",
+                                                                "cudaMallocAsync*",   "cudaMallocFromPoolAsync*",
+                                                                "cudaMemPoolCreate*", "cuMemAlloc*",
+                                                                "cuMemCreate*",       "cuMemHostAlloc*",
+                                                                "cuMemHostRegister*", "cuMemAllocManaged*",
+                                                                "cuMemAllocAsync*",   "cuMemAllocFromPoolAsync*",
+                                                                "cuMemPoolCreate*"};
 inline constexpr std::string_view cuda_device_state[] = {"cudaDeviceReset",
                                                          "cudaThreadExit",
                                                          "cudaDeviceSetLimit",
@@ -1024,8 +1035,8 @@ inline constexpr std::string_view cuda_context[] = {"c10::cuda::*",
 [[nodiscard]] inline bool compute_or_kernel_namespace(std::string_view name);
 
 /// Refused families, checked before the allowed ones.
-inline const std::array<SymbolFamily, 14>& refused_families() {
-  static const std::array<SymbolFamily, 14> families{{
+inline const std::array<SymbolFamily, 15>& refused_families() {
+  static const std::array<SymbolFamily, 15> families{{
       {"threads and sleeping", "starts, schedules or waits on threads, or sleeps",
        "compute in the calling thread (or in GPU kernels on the current stream); forward must finish all its work "
        "before it returns",
@@ -1044,6 +1055,12 @@ inline const std::array<SymbolFamily, 14>& refused_families() {
       {"CUDA host callbacks and driver entry points",
        "runs host code from a stream or looks driver functions up by name",
        "launch kernels on the current stream; use the CUDA runtime API", cuda_host_callbacks},
+      {"device memory of its own",
+       "allocates device or pinned memory outside torch's caching allocator, which outlives the call (a place to "
+       "keep earlier inputs and their results)",
+       "allocate with torch inside forward (torch::empty, at::empty_like): the memory then comes and goes with the "
+       "call",
+       device_memory_of_its_own},
       {"device-wide CUDA state",
        "changes the device's state beyond this call (persisting L2 windows, limits, resets, IPC)",
        "leave the device's configuration alone", cuda_device_state},
