@@ -90,7 +90,7 @@ inline std::uint64_t gpu_memory_bytes(int index) {
 
 /// The trusted evaluator of one slot (or of the build workers): its own warm workers.
 inline AnyStagedEvaluator make_evaluator(const TrustedSlotSettings& options, const PoolSlot& slot,
-                                  const std::filesystem::path& work) {
+                                         const std::filesystem::path& work) {
   detail::make_open_directory(work);
   HarnessOptions harness;
   harness.device = slot.device;
@@ -113,8 +113,8 @@ inline AnyStagedEvaluator make_evaluator(const TrustedSlotSettings& options, con
   SandboxOptions build_sandbox;
   build_sandbox.workspace = evaluator_options.work_directory;
   if (slot.device == "cuda") build_sandbox.gpus = {slot.index};
-  build_sandbox.mounts.push_back(
-      precompiled_header_mount(compile.cache_directory.empty() ? default_compile_cache_directory() : compile.cache_directory));
+  build_sandbox.mounts.push_back(precompiled_header_mount(
+      compile.cache_directory.empty() ? default_compile_cache_directory() : compile.cache_directory));
   if (::geteuid() == 0) compile.sandbox_user = sandbox_identity(build_sandbox);
   AnySandbox sandbox =
       options.unconfined ? AnySandbox(ProcessSandbox(build_sandbox)) : make_default_sandbox(build_sandbox);
@@ -135,7 +135,6 @@ inline AnyStagedEvaluator make_evaluator(const TrustedSlotSettings& options, con
       std::move(compiler), SharedVerifier<HarnessVerifier>(verifier), std::move(profiler),
       std::move(evaluator_options)));
 }
-
 
 /// Makes each slot's evaluator, in a work folder of its own under `work`.
 inline EvaluationPool::SlotEvaluatorFactory slot_evaluators(const TrustedSlotSettings& settings,
@@ -188,7 +187,9 @@ inline void add_local_slot_options(CLI::App& command, LocalSlotOptions& o) {
       .add_option("--timing-seconds", o.evaluator.timing_seconds, "time for each candidate's timing rounds (default 2)")
       ->check(whole_number(1, 3600))
       ->type_name("S");
-  command.add_option("--python", o.evaluator.python, "Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)")
+  command
+      .add_option("--python", o.evaluator.python,
+                  "Python with torch for the harness (default $CUDA_AGENT_PYTHON or python3)")
       ->type_name("PATH");
   command.add_option("--cache-dir", o.evaluator.cache_directory, "the compile driver's object cache")->type_name("DIR");
   command.add_flag("--unconfined", o.evaluator.unconfined, "build and run WITHOUT bubblewrap; for trusted code only");
@@ -210,9 +211,10 @@ inline void set_local_slots(const LocalSlotOptions& options, const std::vector<i
   pool.build_workers = options.build_workers > 0 ? static_cast<std::size_t>(options.build_workers)
                                                  : std::max<std::size_t>(1, std::thread::hardware_concurrency() / 2);
   if (options.device == "cuda")  // the rest is the workers' own: their CUDA contexts, torch's caches
-    pool.device_memory_bytes = options.gpu_memory_gib >= 0
-                                   ? static_cast<std::uint64_t>(options.gpu_memory_gib * static_cast<double>(1ULL << 30U))
-                                   : gpu_memory_bytes(devices.front()) / 100 * 85;
+    pool.device_memory_bytes =
+        options.gpu_memory_gib >= 0
+            ? static_cast<std::uint64_t>(options.gpu_memory_gib * static_cast<double>(1ULL << 30U))
+            : gpu_memory_bytes(devices.front()) / 100 * 85;
 }
 
 }  // namespace cuda_agent::cli

@@ -65,7 +65,9 @@ void add_worker_options(CLI::App& command, WorkerOptions& o) {
   command.add_option("--capacity", o.capacity, "requests held at once (default: twice the slots)")
       ->check(whole_number(1, 4096))
       ->type_name("N");
-  command.add_option("--work-dir", o.work_directory, "builds, harness workers and baselines (default: a new temporary one)")
+  command
+      .add_option("--work-dir", o.work_directory,
+                  "builds, harness workers and baselines (default: a new temporary one)")
       ->type_name("DIR");
   command.add_flag("--quiet", o.quiet, "no line per finished evaluation");
 }
@@ -77,7 +79,8 @@ std::string read_token(const WorkerOptions& options) {
   }
   std::ifstream stream(options.token_file);
   std::string token;
-  if (!stream || !(stream >> token)) throw UsageError("--token-file: cannot read a token from " + options.token_file.string());
+  if (!stream || !(stream >> token))
+    throw UsageError("--token-file: cannot read a token from " + options.token_file.string());
   return token;
 }
 
@@ -96,11 +99,13 @@ nlohmann::json coordinator_policy(const std::string& url) {
                                    " takes no remote workers: start it with cuda-agent serve --accept-workers");
         return health["policy"];
       }
-      throw std::runtime_error("the coordinator " + url + " answered /healthz without its policy: is it cuda-agent serve?");
+      throw std::runtime_error("the coordinator " + url +
+                               " answered /healthz without its policy: is it cuda-agent serve?");
     }
     if (attempt == 30)
-      throw std::runtime_error("cannot reach the coordinator " + url + " (/healthz): " +
-                               (answer ? "HTTP " + std::to_string(answer->status) : httplib::to_string(answer.error())));
+      throw std::runtime_error(
+          "cannot reach the coordinator " + url +
+          " (/healthz): " + (answer ? "HTTP " + std::to_string(answer->status) : httplib::to_string(answer.error())));
     std::this_thread::sleep_for(std::chrono::seconds(1));
   }
 }
@@ -156,9 +161,9 @@ int run_worker(WorkerOptions& options) {
 
   const TrustedSlotSettings& settings = options.local.evaluator;
   RemoteWorker<HttpCoordinatorLink> remote(
-      HttpCoordinatorLink(link), pool, make_evaluator(settings, PoolSlot{options.local.device, devices.front()}, work / "builder"),
-      slot_evaluators(settings, work),
-      worker);
+      HttpCoordinatorLink(link), pool,
+      make_evaluator(settings, PoolSlot{options.local.device, devices.front()}, work / "builder"),
+      slot_evaluators(settings, work), worker);
   std::cout << "cuda-agent worker: serving " << options.coordinator << " with " << pool.slots.size() << " "
             << options.local.device << " slots (tolerance " << (settings.strict ? "strict" : "default")
             << (settings.no_profile ? ", verify only" : "") << ", work in " << work.string() << ")" << std::endl;
@@ -191,10 +196,11 @@ int run_worker(WorkerOptions& options) {
 
 void add_worker_command(CLI::App& program, int& exit_status) {
   auto options = std::make_shared<WorkerOptions>();
-  CLI::App* command =
-      program.add_subcommand("worker", "serve a coordinator (cuda-agent serve --accept-workers) with this machine's GPUs");
-  command->footer(std::string(worker_description) + "\n\nexit status: 0 stopped by a signal, 2 usage error, 3 failed "
-                                                    "or refused by the coordinator");
+  CLI::App* command = program.add_subcommand(
+      "worker", "serve a coordinator (cuda-agent serve --accept-workers) with this machine's GPUs");
+  command->footer(std::string(worker_description) +
+                  "\n\nexit status: 0 stopped by a signal, 2 usage error, 3 failed "
+                  "or refused by the coordinator");
   add_worker_options(*command, *options);
   command->callback([options, &exit_status] { exit_status = run_worker(*options); });
 }

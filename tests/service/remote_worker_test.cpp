@@ -255,7 +255,8 @@ TEST_CASE("remote workers serve a batch, and one stopped in the middle of it los
   Worker steady(link, "steady", 2, coordinator.root);
   auto stopping = std::make_unique<Worker>(link, "stopping", 2, coordinator.root);
   std::vector<ca::EvaluationPool::Ticket> tickets;
-  for (int i = 0; i < 24; ++i) tickets.push_back(coordinator.pool->submit(coordinator.request("slow", std::to_string(i))));
+  for (int i = 0; i < 24; ++i)
+    tickets.push_back(coordinator.pool->submit(coordinator.request("slow", std::to_string(i))));
   // Stopped once it took work: what it held goes to the other worker.
   for (int i = 0; i < 500 && stopping->worker->counters().leased == 0; ++i) std::this_thread::sleep_for(5ms);
   REQUIRE(stopping->worker->counters().leased > 0);

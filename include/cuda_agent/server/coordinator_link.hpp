@@ -66,7 +66,8 @@ class HttpCoordinatorLink {
   bool deregister_worker(const std::string& worker) {
     httplib::Client client = connect({});
     const httplib::Result answer = client.Delete("/v1/workers/" + worker);
-    if (!answer) throw std::runtime_error("the coordinator " + options_.url + ": " + httplib::to_string(answer.error()));
+    if (!answer)
+      throw std::runtime_error("the coordinator " + options_.url + ": " + httplib::to_string(answer.error()));
     if (answer->status == 404) return false;
     (void)checked(*answer);
     return true;
@@ -85,7 +86,8 @@ class HttpCoordinatorLink {
   nlohmann::json post(const std::string& path, const nlohmann::json& body, std::chrono::milliseconds wait) {
     httplib::Client client = connect(wait);
     const httplib::Result answer = client.Post(path, body.dump(), "application/json");
-    if (!answer) throw std::runtime_error("the coordinator " + options_.url + ": " + httplib::to_string(answer.error()));
+    if (!answer)
+      throw std::runtime_error("the coordinator " + options_.url + ": " + httplib::to_string(answer.error()));
     return checked(*answer);
   }
 

@@ -1038,9 +1038,10 @@ class EvaluationPool {
     job.worker.clear();
   }
 
-  /// Under the lock: a job a remote worker held goes back to the queue, as it was. By
-  /// value: the caller's pointer may be the lease table's own, which releasing the lease erases.
-  void requeue(std::shared_ptr<Job> job, std::vector<PoolEvent>& events) {
+  /// Under the lock: a job a remote worker held goes back to the queue, as it was.
+  // By value: the caller's pointer may be the lease table's own, which releasing the lease erases.
+  void requeue(std::shared_ptr<Job> job,  // NOLINT(performance-unnecessary-value-param)
+               std::vector<PoolEvent>& events) {
     release_lease(*job);
     job->device.clear();
     job->remote_evaluation.reset();

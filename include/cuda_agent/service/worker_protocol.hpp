@@ -6,14 +6,14 @@
 /// `CoordinatorLink` concept (the calls a worker makes), and the JSON of a lease and of a
 /// result, as `cuda-agent serve` and `cuda-agent worker` send them over HTTP.
 
-#include <chrono>    // milliseconds
-#include <concepts>  // same_as
-#include <cstddef>   // size_t
-#include <cstdint>   // int64_t
-#include <map>       // map
+#include <chrono>     // milliseconds
+#include <concepts>   // same_as
+#include <cstddef>    // size_t
+#include <cstdint>    // int64_t
+#include <map>        // map
 #include <stdexcept>  // invalid_argument
-#include <string>    // string
-#include <vector>    // vector
+#include <string>     // string
+#include <vector>     // vector
 
 #include <nlohmann/json.hpp>
 
@@ -72,9 +72,7 @@ concept CoordinatorLink = requires(L& link, const WorkerRegistration& registrati
 static_assert(CoordinatorLink<EvaluationPool>);
 
 inline void to_json(nlohmann::json& out, const WorkerRegistration& registration) {
-  out = {{"name", registration.name},
-         {"capacity", registration.capacity},
-         {"description", registration.description}};
+  out = {{"name", registration.name}, {"capacity", registration.capacity}, {"description", registration.description}};
 }
 
 inline void from_json(const nlohmann::json& in, WorkerRegistration& registration) {
@@ -139,8 +137,8 @@ inline void from_json(const nlohmann::json& in, PoolResult& result) {
   result.id = in.value("id", std::string());
   const std::string outcome = in.at("outcome").get<std::string>();
   bool known = false;
-  for (const PoolOutcome each : {PoolOutcome::evaluated, PoolOutcome::infrastructure_error, PoolOutcome::cancelled,
-                                 PoolOutcome::expired})
+  for (const PoolOutcome each :
+       {PoolOutcome::evaluated, PoolOutcome::infrastructure_error, PoolOutcome::cancelled, PoolOutcome::expired})
     if (outcome == to_string(each)) {
       result.outcome = each;
       known = true;
