@@ -182,7 +182,14 @@ class RemoteWorker {
           pause = options_.retry_first;
           continue;
         }
+        const auto asked = std::chrono::steady_clock::now();
         std::vector<WorkerLease> leases = link_.lease(worker, room, options_.lease_wait);
+        // Nothing, and at once: the coordinator is closing (draining), not waiting for work.
+        // Asking again right away would only load it.
+        if (leases.empty() && std::chrono::steady_clock::now() - asked < options_.lease_wait / 4) {
+          if (!back_off(stop, pause)) return;
+          continue;
+        }
         pause = options_.retry_first;
         for (WorkerLease& lease : leases) start(std::move(lease), generation);
       } catch (const UnknownWorker&) {
