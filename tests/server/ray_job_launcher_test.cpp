@@ -144,17 +144,17 @@ TEST_CASE("RayJobLauncher reads Ray's job statuses as launch states, with Ray's 
   const std::string job = launcher.submit(worker_launch("job-1"));
   ca::LaunchStatus status = launcher.status(job);
   CHECK(status.state == ca::LaunchState::pending);
-  CHECK(status.message == "PENDING: Job has not started yet.");
+  CHECK(status.message == "PENDING (Job has not started yet.)");
   ray.set(job, "RUNNING", "Job is currently running.");
   CHECK(launcher.status(job).state == ca::LaunchState::running);
   for (const char* ended : {"SUCCEEDED", "FAILED", "STOPPED"}) {
     ray.set(job, ended, "Job entrypoint command failed with exit code -9");
     status = launcher.status(job);
     CHECK(status.state == ca::LaunchState::ended);
-    CHECK(status.message == std::string(ended) + ": Job entrypoint command failed with exit code -9");
+    CHECK(status.message == std::string(ended) + " (Job entrypoint command failed with exit code -9)");
   }
   ray.set(job, "FAILED", "Job entrypoint command failed with exit code -9, last available logs (truncated):\nline");
-  CHECK(launcher.status(job).message == "FAILED: Job entrypoint command failed with exit code -9");
+  CHECK(launcher.status(job).message == "FAILED (Job entrypoint command failed with exit code -9)");
   ray.set(job, "DANCING", "");
   CHECK_THROWS_WITH(launcher.status(job), Catch::Contains("'DANCING', a status this launcher does not know"));
   // A job the cluster does not know (restarted since) has ended, as far as a fleet goes.
@@ -168,7 +168,7 @@ TEST_CASE("RayJobLauncher stops a job, and a job Ray does not know is no error")
   ca::RayJobLauncher launcher({ray.address()});
   const std::string job = launcher.submit(worker_launch("job-2"));
   launcher.stop(job);
-  CHECK(launcher.status(job).message == "STOPPED: Job was intentionally stopped.");
+  CHECK(launcher.status(job).message == "STOPPED (Job was intentionally stopped.)");
   CHECK_NOTHROW(launcher.stop("gone"));
   const std::lock_guard lock(ray.mutex);
   CHECK(ray.stopped == std::vector<std::string>{"job-2"});

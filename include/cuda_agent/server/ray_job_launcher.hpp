@@ -81,7 +81,8 @@ class RayJobLauncher {
   }
 
   /// How job `job` stands: PENDING is pending, RUNNING running; SUCCEEDED, FAILED and
-  /// STOPPED are ended, and so is a job Ray does not know (its cluster was restarted).
+  /// STOPPED are ended, and so is a job Ray does not know (its cluster was restarted). The
+  /// message is Ray's status and, in parentheses, the first line of its message.
   LaunchStatus status(const std::string& job) {
     check_job_name(job);
     const Answer answer = request("GET", "/api/jobs/" + job, "");
@@ -93,7 +94,7 @@ class RayJobLauncher {
     if (const auto words = body.find("message"); words != body.end() && words->is_string() && !words->empty()) {
       std::string first = words->get<std::string>();
       first = first.substr(0, std::min(first.find('\n'), first.find(", last available logs")));
-      message += ": " + first.substr(0, 400);
+      message += " (" + first.substr(0, 400) + ")";
     }
     if (state == "PENDING") return {LaunchState::pending, message};
     if (state == "RUNNING") return {LaunchState::running, message};
