@@ -60,5 +60,12 @@ if ! "$venv/bin/python3" -c "import skyrl_gym.envs.base_text_env" 2>/dev/null; t
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
     skyrl-gym pandas python-dateutil six pytz tzdata requests urllib3 charset-normalizer idna certifi
 fi
+# A single-node Ray cluster with its dashboard (the Jobs REST API) for the test of workers
+# started as Ray jobs (cuda-agent serve --ray-address). About 15 s and 250 MB.
+ray_version="${CUDA_AGENT_RAY_VERSION:-2.60.0}"
+if ! "$venv/bin/python3" -c "import ray.dashboard.modules.job.sdk, aiohttp" 2>/dev/null; then
+  echo "setup: installing ray[default]==$ray_version into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off "ray[default]==$ray_version"
+fi
 chmod -R a+rX "$venv"
 echo "setup: Python with torch $("$venv/bin/python3" -c 'import torch; print(torch.__version__)') at $venv/bin/python3"

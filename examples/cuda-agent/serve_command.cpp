@@ -10,9 +10,11 @@
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox/process_sandbox.hpp>
 #include <cuda_agent/server/http_service.hpp>
+#include <cuda_agent/server/ray_job_launcher.hpp>
 #include <cuda_agent/service/episode_service.hpp>
 #include <cuda_agent/service/episode_toolbox.hpp>
 #include <cuda_agent/service/evaluation_service.hpp>
+#include <cuda_agent/service/worker_launcher.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 #include <cuda_agent/version.hpp>
 
@@ -73,7 +75,25 @@ With --accept-workers, `cuda-agent worker` processes on other machines register 
 whole requests up to their free capacity (POST /v1/workers and below); a worker not heard
 from within --worker-timeout-s is lost and what it held goes to others. --workers-only
 evaluates nothing here. A worker's results are trusted as verdicts: with --tokens, or beyond
-loopback, workers need tokens of their own (--worker-tokens: lines "TOKEN WORKER_NAME").)";
+loopback, workers need tokens of their own (--worker-tokens: lines "TOKEN WORKER_NAME").
+
+With --ray-address, the coordinator starts --ray-workers `cuda-agent worker` processes as
+jobs of that Ray cluster (its dashboard's Jobs API), each reserving --ray-gpus-per-worker
+GPUs and --ray-cpus-per-worker CPUs, and keeps them: a job that ends is submitted again
+after a back-off (at most --ray-max-restarts within 10 minutes). They get a token made at
+start, in the job's environment. SIGTERM or SIGINT drains, then stops the jobs.)";
+
+/// Worker processes as jobs of a Ray cluster.
+struct RayWorkerOptions {
+  std::string address;
+  int workers = 1;
+  double gpus_per_worker = 1;
+  double cpus_per_worker = 1;
+  std::string coordinator_url;
+  std::filesystem::path worker_program;
+  std::string worker_arguments;
+  int max_restarts = 10;
+};
 
 struct ServeOptions {
   std::string listen = "127.0.0.1:8080";
@@ -92,6 +112,7 @@ struct ServeOptions {
   bool workers_only = false;
   std::filesystem::path worker_tokens;
   int worker_timeout_seconds = 30;
+  RayWorkerOptions ray;
 };
 
 void add_serve_options(CLI::App& command, ServeOptions& o) {
@@ -133,6 +154,36 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
                   "a worker not heard from for this long is lost (default 30)")
       ->check(whole_number(1, 3600))
       ->type_name("S");
+  command
+      .add_option("--ray-address", o.ray.address,
+                  "start the workers as jobs of the Ray cluster whose dashboard is at URL (implies --accept-workers)")
+      ->type_name("URL");
+  command.add_option("--ray-workers", o.ray.workers, "Ray worker jobs to keep (default 1)")
+      ->check(whole_number(1, 4096))
+      ->type_name("N");
+  command.add_option("--ray-gpus-per-worker", o.ray.gpus_per_worker, "GPUs each Ray worker job reserves (default 1)")
+      ->check(CLI::Range(0.0, 1024.0))
+      ->type_name("G");
+  command.add_option("--ray-cpus-per-worker", o.ray.cpus_per_worker, "CPUs each Ray worker job reserves (default 1)")
+      ->check(CLI::Range(0.0, 4096.0))
+      ->type_name("C");
+  command
+      .add_option("--ray-coordinator-url", o.ray.coordinator_url,
+                  "this coordinator's address as the workers reach it (default: http://HOST:PORT of --listen)")
+      ->type_name("URL");
+  command
+      .add_option("--ray-worker-program", o.ray.worker_program,
+                  "the cuda-agent program on the Ray nodes (default: this one's path)")
+      ->type_name("PATH");
+  command
+      .add_option("--ray-worker-arguments", o.ray.worker_arguments,
+                  "more arguments for each `cuda-agent worker`, split at spaces (e.g. \"--slots-per-device 2\")")
+      ->type_name("ARGS");
+  command
+      .add_option("--ray-max-restarts", o.ray.max_restarts,
+                  "ended worker jobs replaced within 10 minutes at most, then no more (default 10)")
+      ->check(whole_number(0, 100000))
+      ->type_name("N");
   command.add_option("--max-episodes", o.max_episodes, "open episodes at most (default 256)")
       ->check(whole_number(1, 100000))
       ->type_name("N");
@@ -189,6 +240,39 @@ std::map<std::string, std::string> read_worker_tokens(const std::filesystem::pat
   return tokens;
 }
 
+/// The worker jobs that `options` asks for: each runs `cuda-agent worker` for the
+/// coordinator at `*coordinator_url` (read when a job is submitted, after listening), with
+/// `token` in its environment.
+WorkerFleetOptions ray_fleet_options(const RayWorkerOptions& options, const std::string* coordinator_url,
+                                     const std::string& token) {
+  WorkerFleetOptions fleet;
+  fleet.workers = static_cast<std::size_t>(options.workers);
+  fleet.max_restarts = static_cast<std::size_t>(options.max_restarts);
+  fleet.restart_window = std::chrono::minutes(10);
+  fleet.on_notice = [](const std::string& line) { std::cerr << "cuda-agent serve: " << line << std::endl; };
+  std::vector<std::string> extra;
+  std::istringstream words(options.worker_arguments);
+  for (std::string word; words >> word;) extra.push_back(word);
+  const std::string program = options.worker_program.empty() ? std::filesystem::read_symlink("/proc/self/exe").string()
+                                                             : options.worker_program.string();
+  // Submission ids are unique for the cluster's lifetime: a coordinator started again must
+  // not reuse its predecessor's.
+  const std::string instance = detail::random_hex(4);
+  fleet.make_launch = [=](std::size_t index, std::size_t attempt) {
+    WorkerLaunch launch;
+    launch.name = "cuda-agent-worker-" + instance + "-" + std::to_string(index) + "-" + std::to_string(attempt);
+    launch.command = {program, "worker", "--coordinator", *coordinator_url, "--name", launch.name};
+    if (options.gpus_per_worker > 0) launch.command.insert(launch.command.end(), {"--gpus", "visible"});
+    launch.command.insert(launch.command.end(), extra.begin(), extra.end());
+    launch.environment = {{"CUDA_AGENT_WORKER_TOKEN", token}};
+    launch.gpus = options.gpus_per_worker;
+    launch.cpus = options.cpus_per_worker;
+    launch.labels = {{"cuda_agent_coordinator", *coordinator_url}, {"cuda_agent_worker", std::to_string(index)}};
+    return launch;
+  };
+  return fleet;
+}
+
 int run_serve(ServeOptions& options) {
   const auto colon = options.listen.rfind(':');
   if (colon == std::string::npos) throw UsageError("--listen: expects HOST:PORT, not '" + options.listen + "'");
@@ -208,9 +292,28 @@ int run_serve(ServeOptions& options) {
   if (!is_loopback_host(http.host) && http.tokens.empty())
     throw UsageError("--listen " + options.listen + " is beyond loopback: give --tokens FILE");
   if (options.workers_only) options.accept_workers = true;
+  std::optional<RayJobLauncher> ray;
+  if (!options.ray.address.empty()) {
+    options.accept_workers = true;
+    try {
+      ray.emplace(RayJobLauncherOptions{options.ray.address});
+    } catch (const std::invalid_argument& error) {
+      throw UsageError(std::string("--ray-address: ") + error.what());
+    }
+    if (options.ray.coordinator_url.empty() && (http.host == "0.0.0.0" || http.host == "::" || http.host.empty()))
+      throw UsageError("--listen " + options.listen +
+                       " names no address the Ray workers can reach: give --ray-coordinator-url");
+  }
   if (!options.worker_tokens.empty()) {
     if (!options.accept_workers) throw UsageError("--worker-tokens: give --accept-workers too");
     http.worker_tokens = read_worker_tokens(options.worker_tokens);
+  }
+  // The Ray workers' token lives as long as this process: made here, handed to each job in
+  // its environment, never written anywhere.
+  std::string ray_worker_token;
+  if (ray) {
+    ray_worker_token = detail::random_hex(24);
+    http.worker_tokens[ray_worker_token] = "ray-worker";
   }
   if (options.accept_workers && http.worker_tokens.empty() && (!http.tokens.empty() || !is_loopback_host(http.host)))
     throw UsageError(
@@ -246,6 +349,9 @@ int run_serve(ServeOptions& options) {
                 << (event.result->message.empty() ? "" : ": " + event.result->message.substr(0, 200)) << std::endl;
     };
 
+  std::string ray_version;
+  if (ray) ray_version = ray->version();  // before anything starts: a cluster that is not there fails here
+
   raise_descriptor_limit();
 
   sigset_t stop_signals = block_stop_signals();
@@ -275,6 +381,13 @@ int run_serve(ServeOptions& options) {
     episode_options.allow_host_paths = options.allow_host_paths;
     episodes.emplace(std::move(episode_options), evaluations, standard_episode_toolbox(std::move(tools)));
   }
+  std::string coordinator_url = options.ray.coordinator_url;
+  std::optional<WorkerFleet> fleet;
+  if (ray) {
+    fleet.emplace(AnyWorkerLauncher(std::move(*ray)),
+                  ray_fleet_options(options.ray, &coordinator_url, ray_worker_token));
+    http.launched_workers = [&fleet] { return fleet->status(); };
+  }
   HttpService server(evaluations, http, episodes ? &*episodes : nullptr);
   const int port = server.bind();
   std::thread listener([&server] { server.run(); });
@@ -289,12 +402,34 @@ int run_serve(ServeOptions& options) {
             << service.state_directory.string() << ", " << evaluations.health()["recovered"].get<std::size_t>()
             << " recovered" << (episodes ? ", " + std::to_string(episodes->size()) + " episodes reopened" : "") << ")"
             << std::endl;
+  if (fleet) {
+    if (coordinator_url.empty())
+      coordinator_url = "http://" + (http.host.find(':') != std::string::npos ? "[" + http.host + "]" : http.host) +
+                        ":" + std::to_string(port);
+    try {
+      fleet->start();
+    } catch (const std::exception&) {
+      server.stop();
+      listener.join();
+      throw;
+    }
+    std::cout << "cuda-agent serve: keeping " << options.ray.workers << " worker jobs on Ray " << ray_version << " at "
+              << options.ray.address << " (" << options.ray.gpus_per_worker << " GPUs, " << options.ray.cpus_per_worker
+              << " CPUs each); they reach this coordinator at " << coordinator_url << std::endl;
+  }
 
   int received = 0;
   sigwait(&stop_signals, &received);
   std::cout << "cuda-agent serve: " << (received == SIGTERM ? "SIGTERM" : "SIGINT")
             << ": draining (new requests are refused; accepted ones finish)" << std::endl;
   evaluations.drain();
+  // After the drain: the accepted requests needed the workers.
+  if (fleet) {
+    fleet->stop();
+    const nlohmann::json jobs = fleet->status();
+    std::cout << "cuda-agent serve: stopped the Ray worker jobs (" << jobs["replacements"].get<std::size_t>()
+              << " replaced while serving)" << std::endl;
+  }
   server.stop();
   listener.join();
   std::cout << "cuda-agent serve: drained, exiting" << std::endl;

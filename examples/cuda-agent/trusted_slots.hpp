@@ -14,11 +14,13 @@
 #include <cuda_agent/service/evaluation_pool.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 
-#include <algorithm>   // max
+#include <algorithm>   // max, sort, find_if
 #include <atomic>      // atomic
 #include <cstdint>     // uint64_t
 #include <cstdio>      // popen, pclose, fgets, FILE
+#include <cstdlib>     // getenv, atoi
 #include <filesystem>  // path
+#include <fstream>     // ifstream
 #include <memory>      // make_shared
 #include <optional>    // optional
 #include <sstream>     // istringstream
@@ -60,6 +62,58 @@ inline std::vector<int> parse_gpus(const std::string& list, const std::string& o
   }
   if (devices.empty()) throw UsageError(option + ": name at least one GPU");
   return devices;
+}
+
+/// The device minors of the GPUs in CUDA_VISIBLE_DEVICES, which engines such as Ray and
+/// Slurm set to the GPUs they reserved for a job (`--gpus visible`). Its entries are CUDA
+/// indices (PCI bus order, as nvidia-smi numbers them) or GPU UUIDs; the driver's
+/// /proc/driver/nvidia/gpus/BUS/information gives each GPU's minor, and its folders sorted
+/// by bus are the index order. Without that folder, indices are taken as minors.
+inline std::vector<int> visible_gpu_minors(const std::filesystem::path& driver = "/proc/driver/nvidia/gpus") {
+  const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
+  if (visible == nullptr || *visible == '\0')
+    throw UsageError("--gpus visible: CUDA_VISIBLE_DEVICES is not set (no GPU was reserved for this process)");
+  struct Gpu {
+    std::string bus, uuid;
+    int minor = -1;
+  };
+  std::vector<Gpu> gpus;
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(driver, error)) {
+    Gpu gpu{entry.path().filename().string(), "", -1};
+    std::ifstream information(entry.path() / "information");
+    for (std::string line; std::getline(information, line);) {
+      const auto colon = line.find(':');
+      if (colon == std::string::npos) continue;
+      std::string value = line.substr(colon + 1);
+      value.erase(0, value.find_first_not_of(" \t"));
+      if (line.rfind("Device Minor", 0) == 0) gpu.minor = std::atoi(value.c_str());
+      if (line.rfind("GPU UUID", 0) == 0) gpu.uuid = value;
+    }
+    if (gpu.minor >= 0) gpus.push_back(gpu);
+  }
+  std::sort(gpus.begin(), gpus.end(), [](const Gpu& a, const Gpu& b) { return a.bus < b.bus; });
+  std::vector<int> minors;
+  std::istringstream items(visible);
+  for (std::string item; std::getline(items, item, ',');) {
+    if (item.rfind("GPU-", 0) == 0 || item.rfind("MIG-", 0) == 0) {
+      const auto found = std::find_if(gpus.begin(), gpus.end(), [&](const Gpu& gpu) { return gpu.uuid == item; });
+      if (found == gpus.end())
+        throw UsageError("--gpus visible: no GPU of this machine has the UUID " + item + " of CUDA_VISIBLE_DEVICES");
+      minors.push_back(found->minor);
+      continue;
+    }
+    const int index = parse_gpus(item, "--gpus visible (CUDA_VISIBLE_DEVICES=" + std::string(visible) + ")").front();
+    if (gpus.empty()) {
+      minors.push_back(index);
+    } else if (static_cast<std::size_t>(index) < gpus.size()) {
+      minors.push_back(gpus[static_cast<std::size_t>(index)].minor);
+    } else {
+      throw UsageError("--gpus visible: CUDA_VISIBLE_DEVICES names GPU " + item + ", this machine has " +
+                       std::to_string(gpus.size()));
+    }
+  }
+  return minors;
 }
 
 /// Every client connection and every harness worker holds descriptors: the soft limit
@@ -170,7 +224,11 @@ inline void add_local_slot_options(CLI::App& command, LocalSlotOptions& o) {
   command.add_option("--device", o.device, "cpu or cuda (default: cuda when an NVIDIA GPU is present)")
       ->check(one_of({"cpu", "cuda"}))
       ->type_name("cpu|cuda");
-  command.add_option("--gpus", o.gpus, "the GPUs to use, by device minor (default 0)")->type_name("A,B,...");
+  command
+      .add_option("--gpus", o.gpus,
+                  "the GPUs to use, by device minor (default 0); visible: those of $CUDA_VISIBLE_DEVICES, as Ray "
+                  "and Slurm set it")
+      ->type_name("A,B,...|visible");
   command.add_option("--slots-per-device", o.slots_per_device, "verification slots that share each device (default 2)")
       ->check(whole_number(1, 64))
       ->type_name("N");
@@ -199,7 +257,12 @@ inline void add_local_slot_options(CLI::App& command, LocalSlotOptions& o) {
 inline std::vector<int> settle_local_slots(LocalSlotOptions& options) {
   if (options.device.empty()) options.device = std::filesystem::exists("/dev/nvidia0") ? "cuda" : "cpu";
   options.evaluator.python = python_for_harness(options.evaluator.python);
-  return options.device == "cuda" ? parse_gpus(options.gpus) : std::vector<int>{0};
+  if (options.device != "cuda") return {0};
+  if (options.gpus != "visible") return parse_gpus(options.gpus);
+  const std::vector<int> minors = visible_gpu_minors();
+  options.gpus.clear();
+  for (const int minor : minors) options.gpus += (options.gpus.empty() ? "" : ",") + std::to_string(minor);
+  return minors;
 }
 
 /// The pool's slots on `devices`, its build workers and its device memory budget.

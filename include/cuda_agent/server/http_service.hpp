@@ -47,15 +47,16 @@
 /// routes and nothing else; a client's token never opens them. A server with client tokens
 /// or beyond loopback takes remote workers only with worker tokens.
 
-#include <algorithm>  // min
-#include <chrono>     // seconds, milliseconds, steady_clock
-#include <cstddef>    // size_t
-#include <map>        // map
-#include <memory>     // unique_ptr
-#include <stdexcept>  // invalid_argument, runtime_error
-#include <string>     // string, stod
-#include <utility>    // move
-#include <vector>     // vector
+#include <algorithm>   // min
+#include <chrono>      // seconds, milliseconds, steady_clock
+#include <cstddef>     // size_t
+#include <functional>  // function
+#include <map>         // map
+#include <memory>      // unique_ptr
+#include <stdexcept>   // invalid_argument, runtime_error
+#include <string>      // string, stod
+#include <utility>     // move
+#include <vector>      // vector
 
 #include <sys/socket.h>  // listen, setsockopt, SOMAXCONN
 
@@ -86,6 +87,9 @@ struct HttpServiceOptions {
   std::size_t keep_alive_requests = 10'000;
   /// How often an idle event stream sends a comment, so that proxies keep it open.
   std::chrono::milliseconds keep_alive{15'000};
+  /// How the worker jobs this coordinator keeps stand (`WorkerFleet::status()`), shown in
+  /// /healthz as "launched_workers"; called from the server's threads. Empty: none.
+  std::function<nlohmann::json()> launched_workers;
 };
 
 /// Whether `host` names only this machine.
@@ -468,7 +472,10 @@ class HttpService {
     if (service_.takes_remote_workers()) worker_routes();
     server.Get("/healthz", guarded(
                                [this](const httplib::Request&, httplib::Response& response, const std::string&) {
-                                 send_json(response, service_.draining() ? 503 : 200, service_.health());
+                                 nlohmann::json health = service_.health();
+                                 if (options_.launched_workers)
+                                   health["launched_workers"] = options_.launched_workers();
+                                 send_json(response, service_.draining() ? 503 : 200, health);
                                },
                                Access::open));
     server.Get("/metrics", guarded([this](const httplib::Request&, httplib::Response& response, const std::string&) {
