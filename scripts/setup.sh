@@ -5,6 +5,7 @@
 #
 #   scripts/setup.sh            # everything
 #   CUDA_AGENT_SKIP_PYTHON=1 scripts/setup.sh   # C++ side only
+#   CUDA_AGENT_SETUP_SLURM=1 scripts/setup.sh   # and Slurm's daemons, for its test (CI does)
 #
 # The Python environment goes to $CUDA_AGENT_VENV, by default /opt/cuda-agent/venv when
 # run as root and ~/.local/share/cuda-agent/venv otherwise. It is built from the system
@@ -23,6 +24,11 @@ packages=(
   python3 python3-venv python3-dev python3-jsonschema
   clang libclang-rt-dev clang-format clang-tidy
 )
+# Slurm's controller, node daemon and commands, for the test of workers started as Slurm jobs
+# only (a test cluster of one host); a workstation does not want the daemons' services.
+if [ "${CUDA_AGENT_SETUP_SLURM:-0}" = "1" ]; then
+  packages+=(slurmctld slurmd slurm-client)
+fi
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" || missing+=("$package")

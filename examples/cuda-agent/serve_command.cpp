@@ -14,6 +14,7 @@
 #include <cuda_agent/service/episode_service.hpp>
 #include <cuda_agent/service/episode_toolbox.hpp>
 #include <cuda_agent/service/evaluation_service.hpp>
+#include <cuda_agent/service/slurm_job_launcher.hpp>
 #include <cuda_agent/service/worker_launcher.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 #include <cuda_agent/version.hpp>
@@ -77,15 +78,20 @@ from within --worker-timeout-s is lost and what it held goes to others. --worker
 evaluates nothing here. A worker's results are trusted as verdicts: with --tokens, or beyond
 loopback, workers need tokens of their own (--worker-tokens: lines "TOKEN WORKER_NAME").
 
-With --ray-address, the coordinator starts --ray-workers `cuda-agent worker` processes as
-jobs of that Ray cluster (its dashboard's Jobs API), each reserving --ray-gpus-per-worker
-GPUs and --ray-cpus-per-worker CPUs, and keeps them: a job that ends is submitted again
-after a back-off (at most --ray-max-restarts within 10 minutes). They get a token made at
-start, in the job's environment. SIGTERM or SIGINT drains, then stops the jobs.)";
+With --ray-address (a Ray cluster's dashboard, its Jobs API) or --slurm (sbatch, squeue and
+scancel of this host), the coordinator starts --worker-jobs `cuda-agent worker` processes as
+jobs of that engine, each reserving --gpus-per-worker GPUs and --cpus-per-worker CPUs, and
+keeps them: a job that ends is submitted again after a back-off (at most --max-restarts
+within 10 minutes). Slurm starts them as one job array. They get a token made at start, in
+the job's environment. SIGTERM or SIGINT drains, then stops the jobs.)";
 
-/// Worker processes as jobs of a Ray cluster.
-struct RayWorkerOptions {
-  std::string address;
+/// Worker processes as jobs of a cluster's engine: Ray (its dashboard's address) or Slurm.
+struct LaunchedWorkerOptions {
+  std::string ray_address;
+  bool slurm = false;
+  std::string slurm_partition;
+  std::vector<std::string> slurm_options;
+  std::filesystem::path slurm_log_directory;
   int workers = 1;
   double gpus_per_worker = 1;
   double cpus_per_worker = 1;
@@ -112,7 +118,7 @@ struct ServeOptions {
   bool workers_only = false;
   std::filesystem::path worker_tokens;
   int worker_timeout_seconds = 30;
-  RayWorkerOptions ray;
+  LaunchedWorkerOptions launched;
 };
 
 void add_serve_options(CLI::App& command, ServeOptions& o) {
@@ -155,32 +161,46 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
       ->check(whole_number(1, 3600))
       ->type_name("S");
   command
-      .add_option("--ray-address", o.ray.address,
+      .add_option("--ray-address", o.launched.ray_address,
                   "start the workers as jobs of the Ray cluster whose dashboard is at URL (implies --accept-workers)")
       ->type_name("URL");
-  command.add_option("--ray-workers", o.ray.workers, "Ray worker jobs to keep (default 1)")
+  command.add_flag("--slurm", o.launched.slurm,
+                   "start the workers as one Slurm job array, with this host's sbatch (implies --accept-workers)");
+  command
+      .add_option("--slurm-partition", o.launched.slurm_partition,
+                  "the partition of the Slurm jobs (default: the cluster's)")
+      ->type_name("NAME");
+  command
+      .add_option("--slurm-option", o.launched.slurm_options,
+                  "an sbatch option for the Slurm jobs, repeatable (e.g. --slurm-option=--time=12:00:00)")
+      ->type_name("OPTION");
+  command
+      .add_option("--slurm-log-dir", o.launched.slurm_log_directory,
+                  "where each Slurm job writes its output, on the node that runs it (default: nowhere)")
+      ->type_name("DIR");
+  command.add_option("--worker-jobs", o.launched.workers, "worker jobs to keep on Ray or Slurm (default 1)")
       ->check(whole_number(1, 4096))
       ->type_name("N");
-  command.add_option("--ray-gpus-per-worker", o.ray.gpus_per_worker, "GPUs each Ray worker job reserves (default 1)")
+  command.add_option("--gpus-per-worker", o.launched.gpus_per_worker, "GPUs each worker job reserves (default 1)")
       ->check(CLI::Range(0.0, 1024.0))
       ->type_name("G");
-  command.add_option("--ray-cpus-per-worker", o.ray.cpus_per_worker, "CPUs each Ray worker job reserves (default 1)")
+  command.add_option("--cpus-per-worker", o.launched.cpus_per_worker, "CPUs each worker job reserves (default 1)")
       ->check(CLI::Range(0.0, 4096.0))
       ->type_name("C");
   command
-      .add_option("--ray-coordinator-url", o.ray.coordinator_url,
-                  "this coordinator's address as the workers reach it (default: http://HOST:PORT of --listen)")
+      .add_option("--coordinator-url", o.launched.coordinator_url,
+                  "this coordinator's address as the worker jobs reach it (default: http://HOST:PORT of --listen)")
       ->type_name("URL");
   command
-      .add_option("--ray-worker-program", o.ray.worker_program,
-                  "the cuda-agent program on the Ray nodes (default: this one's path)")
+      .add_option("--worker-program", o.launched.worker_program,
+                  "the cuda-agent program on the nodes of the worker jobs (default: this one's path)")
       ->type_name("PATH");
   command
-      .add_option("--ray-worker-arguments", o.ray.worker_arguments,
-                  "more arguments for each `cuda-agent worker`, split at spaces (e.g. \"--slots-per-device 2\")")
+      .add_option("--worker-arguments", o.launched.worker_arguments,
+                  "more arguments for each `cuda-agent worker` job, split at spaces (e.g. \"--slots-per-device 2\")")
       ->type_name("ARGS");
   command
-      .add_option("--ray-max-restarts", o.ray.max_restarts,
+      .add_option("--max-restarts", o.launched.max_restarts,
                   "ended worker jobs replaced within 10 minutes at most, then no more (default 10)")
       ->check(whole_number(0, 100000))
       ->type_name("N");
@@ -243,8 +263,8 @@ std::map<std::string, std::string> read_worker_tokens(const std::filesystem::pat
 /// The worker jobs that `options` asks for: each runs `cuda-agent worker` for the
 /// coordinator at `*coordinator_url` (read when a job is submitted, after listening), with
 /// `token` in its environment.
-WorkerFleetOptions ray_fleet_options(const RayWorkerOptions& options, const std::string* coordinator_url,
-                                     const std::string& token) {
+WorkerFleetOptions launched_fleet_options(const LaunchedWorkerOptions& options, const std::string* coordinator_url,
+                                          const std::string& token) {
   WorkerFleetOptions fleet;
   fleet.workers = static_cast<std::size_t>(options.workers);
   fleet.max_restarts = static_cast<std::size_t>(options.max_restarts);
@@ -292,28 +312,49 @@ int run_serve(ServeOptions& options) {
   if (!is_loopback_host(http.host) && http.tokens.empty())
     throw UsageError("--listen " + options.listen + " is beyond loopback: give --tokens FILE");
   if (options.workers_only) options.accept_workers = true;
-  std::optional<RayJobLauncher> ray;
-  if (!options.ray.address.empty()) {
-    options.accept_workers = true;
+  const LaunchedWorkerOptions& launched = options.launched;
+  std::optional<AnyWorkerLauncher> engine;
+  // Said before anything starts: a cluster that is not there fails here.
+  std::string engine_description;
+  if (!launched.ray_address.empty() && launched.slurm) throw UsageError("--ray-address and --slurm: give one engine");
+  if ((!launched.slurm_partition.empty() || !launched.slurm_options.empty() || !launched.slurm_log_directory.empty()) &&
+      !launched.slurm)
+    throw UsageError("--slurm-partition, --slurm-option and --slurm-log-dir: give --slurm too");
+  if (!launched.ray_address.empty()) {
     try {
-      ray.emplace(RayJobLauncherOptions{options.ray.address});
+      RayJobLauncher ray(RayJobLauncherOptions{launched.ray_address});
+      engine_description = "Ray " + ray.version() + " at " + launched.ray_address;
+      engine.emplace(std::move(ray));
     } catch (const std::invalid_argument& error) {
       throw UsageError(std::string("--ray-address: ") + error.what());
     }
-    if (options.ray.coordinator_url.empty() && (http.host == "0.0.0.0" || http.host == "::" || http.host.empty()))
+  } else if (launched.slurm) {
+    SlurmJobLauncherOptions slurm;
+    slurm.partition = launched.slurm_partition;
+    slurm.sbatch_arguments = launched.slurm_options;
+    slurm.log_directory = launched.slurm_log_directory;
+    if (!find_program("sbatch", Environment::inherit_all()))
+      throw UsageError("--slurm: sbatch is not on the PATH (is this host a Slurm submit host?)");
+    SlurmJobLauncher launcher(std::move(slurm));
+    engine_description = launcher.describe();
+    engine.emplace(std::move(launcher));
+  }
+  if (engine) {
+    options.accept_workers = true;
+    if (launched.coordinator_url.empty() && (http.host == "0.0.0.0" || http.host == "::" || http.host.empty()))
       throw UsageError("--listen " + options.listen +
-                       " names no address the Ray workers can reach: give --ray-coordinator-url");
+                       " names no address the worker jobs can reach: give --coordinator-url");
   }
   if (!options.worker_tokens.empty()) {
     if (!options.accept_workers) throw UsageError("--worker-tokens: give --accept-workers too");
     http.worker_tokens = read_worker_tokens(options.worker_tokens);
   }
-  // The Ray workers' token lives as long as this process: made here, handed to each job in
+  // The launched workers' token lives as long as this process: made here, handed to each job in
   // its environment, never written anywhere.
-  std::string ray_worker_token;
-  if (ray) {
-    ray_worker_token = detail::random_hex(24);
-    http.worker_tokens[ray_worker_token] = "ray-worker";
+  std::string launched_worker_token;
+  if (engine) {
+    launched_worker_token = detail::random_hex(24);
+    http.worker_tokens[launched_worker_token] = "launched-worker";
   }
   if (options.accept_workers && http.worker_tokens.empty() && (!http.tokens.empty() || !is_loopback_host(http.host)))
     throw UsageError(
@@ -349,9 +390,6 @@ int run_serve(ServeOptions& options) {
                 << (event.result->message.empty() ? "" : ": " + event.result->message.substr(0, 200)) << std::endl;
     };
 
-  std::string ray_version;
-  if (ray) ray_version = ray->version();  // before anything starts: a cluster that is not there fails here
-
   raise_descriptor_limit();
 
   sigset_t stop_signals = block_stop_signals();
@@ -381,11 +419,10 @@ int run_serve(ServeOptions& options) {
     episode_options.allow_host_paths = options.allow_host_paths;
     episodes.emplace(std::move(episode_options), evaluations, standard_episode_toolbox(std::move(tools)));
   }
-  std::string coordinator_url = options.ray.coordinator_url;
+  std::string coordinator_url = launched.coordinator_url;
   std::optional<WorkerFleet> fleet;
-  if (ray) {
-    fleet.emplace(AnyWorkerLauncher(std::move(*ray)),
-                  ray_fleet_options(options.ray, &coordinator_url, ray_worker_token));
+  if (engine) {
+    fleet.emplace(std::move(*engine), launched_fleet_options(launched, &coordinator_url, launched_worker_token));
     http.launched_workers = [&fleet] { return fleet->status(); };
   }
   HttpService server(evaluations, http, episodes ? &*episodes : nullptr);
@@ -413,8 +450,8 @@ int run_serve(ServeOptions& options) {
       listener.join();
       throw;
     }
-    std::cout << "cuda-agent serve: keeping " << options.ray.workers << " worker jobs on Ray " << ray_version << " at "
-              << options.ray.address << " (" << options.ray.gpus_per_worker << " GPUs, " << options.ray.cpus_per_worker
+    std::cout << "cuda-agent serve: keeping " << launched.workers << " worker jobs on " << engine_description << " ("
+              << launched.gpus_per_worker << " GPUs, " << launched.cpus_per_worker
               << " CPUs each); they reach this coordinator at " << coordinator_url << std::endl;
   }
 
@@ -427,7 +464,7 @@ int run_serve(ServeOptions& options) {
   if (fleet) {
     fleet->stop();
     const nlohmann::json jobs = fleet->status();
-    std::cout << "cuda-agent serve: stopped the Ray worker jobs (" << jobs["replacements"].get<std::size_t>()
+    std::cout << "cuda-agent serve: stopped the worker jobs (" << jobs["replacements"].get<std::size_t>()
               << " replaced while serving)" << std::endl;
   }
   server.stop();

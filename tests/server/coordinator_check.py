@@ -30,9 +30,13 @@ def call(base, method, path, body=None, token=CLIENT_TOKEN, timeout=900):
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
             body = response.read()
-            return response.status, (json.loads(body) if body.strip().startswith(b"{") else body.decode())
+            return response.status, (json.loads(body) if body.strip()[:1] in (b"{", b"[") else body.decode())
     except urllib.error.HTTPError as error:
-        return error.code, json.loads(error.read())
+        text = error.read()
+        try:
+            return error.code, json.loads(text)
+        except ValueError:
+            return error.code, text.decode(errors="replace")
 
 
 def wait_until(what, predicate, seconds, every=0.2):

@@ -18,7 +18,6 @@ is not installed or a network namespace cannot be made.
     ray_workers_process_test.py CUDA_AGENT_BINARY REPOSITORY_ROOT
 """
 
-import json
 import os
 import pathlib
 import shutil
@@ -27,65 +26,16 @@ import subprocess
 import sys
 import tempfile
 import time
-import urllib.error
-import urllib.request
 
-CLIENT_TOKEN = "client-token-0123456789abcdef"
+from coordinator_check import batch_losing_a_worker, call, fail, start_coordinator, tail, wait_until, workers
+
 DASHBOARD = "http://127.0.0.1:8265"
 INSIDE = "CUDA_AGENT_RAY_TEST_NETNS"
-
-
-def fail(message):
-    print("FAILED: " + message)
-    sys.exit(1)
 
 
 def skip(message):
     print("[cuda-agent-test-skipped] " + message)
     sys.exit(0)
-
-
-def call(base, method, path, body=None, token=CLIENT_TOKEN, timeout=900):
-    data = None if body is None else json.dumps(body).encode()
-    headers = {"Content-Type": "application/json"}
-    if token:
-        headers["Authorization"] = "Bearer " + token
-    request = urllib.request.Request(base + path, data=data, method=method, headers=headers)
-    try:
-        with urllib.request.urlopen(request, timeout=timeout) as response:
-            body = response.read()
-            return response.status, (json.loads(body) if body.strip()[:1] in (b"{", b"[") else body.decode())
-    except urllib.error.HTTPError as error:
-        text = error.read()
-        try:
-            return error.code, json.loads(text)
-        except ValueError:
-            return error.code, text.decode(errors="replace")
-
-
-def candidate(root, name, marker):
-    adversarial = root / "tests" / "adversarial"
-    model = (adversarial / "candidates" / name / "model_new.py").read_text()
-    kernel = (adversarial / "kernels" / "cpu" / "toolbox.cpp").read_text()
-    task = (adversarial / "tasks" / "cpu" / "relu.py").read_text()
-    return {"task": {"name": "relu", "source": task},
-            "candidate": {"files": {"model_new.py": model + "\n# %s\n" % marker, "kernels/toolbox.cpp": kernel}},
-            "metadata": {"candidate": name}}
-
-
-def wait_until(what, predicate, seconds):
-    deadline = time.time() + seconds
-    while not predicate():
-        if time.time() > deadline:
-            fail("%s: not within %d s" % (what, seconds))
-        time.sleep(0.2)
-
-
-def workers(base):
-    code, answer = call(base, "GET", "/v1/workers")
-    if code != 200:
-        fail("GET /v1/workers answered %s: %s" % (code, answer))
-    return {entry["registration"]["name"]: entry for entry in answer["workers"]}
 
 
 def ray_jobs():
@@ -145,19 +95,11 @@ def main():
                                                            timeout=5)[0] == 200, 120)
         print("ray: a head node in %.1f s" % (time.time() - started))
 
-        (work / "tokens").write_text(CLIENT_TOKEN + " trainer\n")
-        port_file = work / "port"
         worker_arguments = ("--device cpu --slots-per-device 1 --build-workers 1 --capacity 2 --python %s "
                             "--cache-dir %s" % (sys.executable, work / "cache"))
-        serve = subprocess.Popen(
-            [binary, "serve", "--listen", "127.0.0.1:0", "--port-file", str(port_file), "--state-dir",
-             str(work / "state"), "--device", "cpu", "--no-profile", "--workers-only", "--tokens",
-             str(work / "tokens"), "--worker-timeout-s", "3", "--no-episodes", "--ray-address", DASHBOARD,
-             "--ray-workers", "2", "--ray-gpus-per-worker", "0", "--ray-cpus-per-worker", "1",
-             "--ray-worker-arguments", worker_arguments],
-            stdout=log, stderr=subprocess.STDOUT)
-        wait_until("the coordinator listens", port_file.exists, 60)
-        base = "http://127.0.0.1:%s" % port_file.read_text().strip()
+        serve, base = start_coordinator(binary, work, log, [
+            "--ray-address", DASHBOARD, "--worker-jobs", "2", "--gpus-per-worker", "0", "--cpus-per-worker", "1",
+            "--worker-arguments", worker_arguments])
 
         # 1. Two jobs, two workers.
         wait_until("both Ray workers register", lambda: len(workers(base)) == 2, 180)
@@ -170,45 +112,15 @@ def main():
         print("ray: serve started 2 worker jobs, both registered (%.1f s)" % (time.time() - started))
 
         # 2. A batch; one worker process killed while it holds requests.
-        names = ["correct_relu", "missing_last_element"] * 3
-        code, answer = call(base, "POST", "/v1/evaluations", {"requests": [
-            candidate(root, name, "ray-batch-%d" % i) for i, name in enumerate(names)]})
-        if code != 202:
-            fail("the batch answered %s: %s" % (code, answer))
-        ids = [status["id"] for status in answer["evaluations"]]
         holding = {}
 
-        def a_worker_holds():
-            for name, entry in workers(base).items():
-                if entry.get("holds", 0) > 0:
-                    holding["name"], holding["pid"] = name, entry["registration"]["description"]["pid"]
-                    return True
-            return False
+        def kill(held):
+            holding["name"] = sorted(held)[0]
+            holding["pid"] = held[holding["name"]]["registration"]["description"]["pid"]
+            os.kill(holding["pid"], signal.SIGKILL)
+            return holding["name"]
 
-        wait_until("a worker holds requests", a_worker_holds, 300)
-        os.kill(holding["pid"], signal.SIGKILL)
-        print("killed the worker of job %s (pid %d) while it held requests" % (holding["name"], holding["pid"]))
-        for identifier, name in zip(ids, names):
-            code, status = call(base, "GET", "/v1/evaluations/%s?wait=600" % identifier)
-            if code != 200 or status["stage"] != "finished" or status["outcome"] != "evaluated":
-                fail("%s (%s): %s" % (identifier, name, json.dumps(status)[:800]))
-            expected = 1 if name == "correct_relu" else -1
-            if status["reward"]["value"] != expected:
-                fail("%s (%s): reward %s, expected %s" % (identifier, name, status["reward"]["value"], expected))
-        code, metrics = call(base, "GET", "/metrics")
-        requeued = [line for line in metrics.splitlines() if line.startswith("cuda_agent_evaluations_requeued_total ")]
-        finished = [line for line in metrics.splitlines()
-                    if line.startswith('cuda_agent_evaluations_finished_total{outcome="evaluated"}')]
-        if not requeued or float(requeued[0].split()[1]) < 1:
-            fail("nothing was re-queued after the kill: %s" % requeued)
-        if not finished or float(finished[0].split()[1]) != len(names):
-            fail("the coordinator counted %s results for %d requests" % (finished, len(names)))
-        journal = [json.loads(line) for line in (work / "state" / "journal.jsonl").read_text().splitlines() if line]
-        for identifier in ids:
-            results = [record for record in journal if record["type"] == "finished" and record["id"] == identifier]
-            if len(results) != 1:
-                fail("%s has %d results in the journal" % (identifier, len(results)))
-        print("batch: %d requests, each with exactly one result; %s" % (len(names), requeued[0]))
+        batch_losing_a_worker(base, root, work, kill, size=6)
 
         # The killed worker's job ended; serve replaced it with a job of its own.
         wait_until("Ray reports the killed worker's job ended",
@@ -237,7 +149,7 @@ def main():
         subprocess.run([ray, "stop", "--force"], stdout=log, stderr=subprocess.STDOUT, timeout=120)
         log.close()
         print("--- ray, coordinator and worker log (tail) ---")
-        print("\n".join(line for line in log_path.read_text().splitlines()[-40:] if "VINFO" not in line))
+        print("\n".join(line for line in tail(log_path, 40).splitlines() if "VINFO" not in line))
         shutil.rmtree(work, ignore_errors=True)
 
 

@@ -12,6 +12,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -285,4 +286,37 @@ TEST_CASE("a fleet needs workers and a way to launch them") {
   ca::WorkerFleetOptions no_launch = quick_options(1);
   no_launch.make_launch = nullptr;
   CHECK_THROWS_AS(ca::WorkerFleet(FakeEngine{books}, no_launch), std::invalid_argument);
+}
+
+namespace {
+
+/// A fake engine that starts workers together (as Slurm's job arrays do), and counts how.
+struct BatchEngine : FakeEngine {
+  std::shared_ptr<std::vector<std::size_t>> batches = std::make_shared<std::vector<std::size_t>>();
+
+  std::vector<std::string> submit_all(std::span<const ca::WorkerLaunch> launches) {
+    batches->push_back(launches.size());
+    std::vector<std::string> jobs;
+    for (const ca::WorkerLaunch& launch : launches) jobs.push_back(submit(launch));
+    return jobs;
+  }
+};
+
+static_assert(ca::BatchWorkerLauncher<BatchEngine>);
+static_assert(!ca::BatchWorkerLauncher<FakeEngine>);
+
+}  // namespace
+
+TEST_CASE("a fleet starts its workers in one submission where the engine has one, and replaces them one by one") {
+  auto books = std::make_shared<Books>();
+  BatchEngine engine{{books}};
+  const auto batches = engine.batches;
+  ca::WorkerFleet fleet(engine, quick_options(3));
+  fleet.start();
+  CHECK(*batches == std::vector<std::size_t>{3});
+  REQUIRE(eventually([&] { return fleet.status()["running"] == 3; }));
+  end_job(*books, "job-w1-0", "FAILED");
+  REQUIRE(eventually([&] { return submissions(*books) == 4; }));
+  CHECK(*batches == std::vector<std::size_t>{3});  // the replacement went through submit()
+  fleet.stop();
 }

@@ -25,6 +25,7 @@
 #include <map>                 // map
 #include <memory>              // unique_ptr, make_unique
 #include <mutex>               // mutex, unique_lock, lock_guard
+#include <span>                // span
 #include <stdexcept>           // invalid_argument, runtime_error
 #include <stop_token>          // stop_token
 #include <string>              // string, to_string
@@ -115,6 +116,18 @@ concept WorkerLauncher = requires(E& engine, const E& view, const WorkerLaunch& 
   { view.describe() } -> std::same_as<std::string>;
 };
 
+/// A `WorkerLauncher` that starts several workers as one submission (Slurm: a job array),
+/// which keeps a cluster's queue short and schedules them together.
+///
+/// Required expression, besides `WorkerLauncher`'s, for `E& engine` and
+/// `std::span<const WorkerLaunch> launches`:
+///   - `engine.submit_all(launches)` starts a job for each launch and returns their ids in
+///     the launches' order; throws where the engine refuses them, having started none.
+template <class E>
+concept BatchWorkerLauncher = WorkerLauncher<E> && requires(E& engine, std::span<const WorkerLaunch> launches) {
+  { engine.submit_all(launches) } -> std::same_as<std::vector<std::string>>;
+};
+
 /// Any `WorkerLauncher`, owned, behind one type: what `cuda-agent serve` holds for the
 /// engine its options name.
 class AnyWorkerLauncher {
@@ -128,6 +141,9 @@ class AnyWorkerLauncher {
   AnyWorkerLauncher& operator=(AnyWorkerLauncher&&) noexcept = default;
 
   std::string submit(const WorkerLaunch& launch) { return self_->submit(launch); }
+  /// The engine's own `submit_all` where it has one; otherwise one `submit` each, and the
+  /// jobs already started are stopped again where a later one is refused.
+  std::vector<std::string> submit_all(std::span<const WorkerLaunch> launches) { return self_->submit_all(launches); }
   LaunchStatus status(const std::string& job) { return self_->status(job); }
   void stop(const std::string& job) { self_->stop(job); }
   [[nodiscard]] std::string describe() const { return self_->describe(); }
@@ -136,6 +152,7 @@ class AnyWorkerLauncher {
   struct Interface {
     virtual ~Interface() = default;
     virtual std::string submit(const WorkerLaunch& launch) = 0;
+    virtual std::vector<std::string> submit_all(std::span<const WorkerLaunch> launches) = 0;
     virtual LaunchStatus status(const std::string& job) = 0;
     virtual void stop(const std::string& job) = 0;
     [[nodiscard]] virtual std::string describe() const = 0;
@@ -144,6 +161,25 @@ class AnyWorkerLauncher {
   struct Model final : Interface {
     explicit Model(E value) : engine(std::move(value)) {}
     std::string submit(const WorkerLaunch& launch) override { return engine.submit(launch); }
+    std::vector<std::string> submit_all(std::span<const WorkerLaunch> launches) override {
+      if constexpr (BatchWorkerLauncher<E>) {
+        return engine.submit_all(launches);
+      } else {
+        std::vector<std::string> jobs;
+        try {
+          for (const WorkerLaunch& launch : launches) jobs.push_back(engine.submit(launch));
+        } catch (...) {
+          for (const std::string& job : jobs) {
+            try {
+              engine.stop(job);
+            } catch (...) {  // NOLINT(bugprone-empty-catch): the refusal is what the caller is told
+            }
+          }
+          throw;
+        }
+        return jobs;
+      }
+    }
     LaunchStatus status(const std::string& job) override { return engine.status(job); }
     void stop(const std::string& job) override { engine.stop(job); }
     [[nodiscard]] std::string describe() const override { return engine.describe(); }
@@ -152,7 +188,7 @@ class AnyWorkerLauncher {
   std::unique_ptr<Interface> self_;
 };
 
-static_assert(WorkerLauncher<AnyWorkerLauncher>);
+static_assert(BatchWorkerLauncher<AnyWorkerLauncher>);
 
 struct WorkerFleetOptions {
   /// Jobs kept alive.
@@ -207,12 +243,30 @@ class WorkerFleet {
   /// Submits every worker's first job, then keeps them. Throws std::runtime_error (with the
   /// engine's reason) where the engine refuses one; the jobs already submitted are stopped.
   void start() {
-    for (std::size_t index = 0; index < slots_.size(); ++index) {
-      try {
-        submit(index, Clock::now());
-      } catch (const std::exception& error) {
-        stop_jobs();
-        throw std::runtime_error("cannot start worker jobs on " + engine_.describe() + ": " + error.what());
+    // One submission for all of them where the engine has one (a Slurm job array).
+    std::vector<WorkerLaunch> launches;
+    for (std::size_t index = 0; index < slots_.size(); ++index) launches.push_back(options_.make_launch(index, 0));
+    std::vector<std::string> jobs;
+    try {
+      jobs = engine_.submit_all(launches);
+    } catch (const std::exception& error) {
+      throw std::runtime_error("cannot start worker jobs on " + engine_.describe() + ": " + error.what());
+    }
+    if (jobs.size() != launches.size()) {
+      for (const std::string& job : jobs) engine_.stop(job);
+      throw std::runtime_error(engine_.describe() + " started " + std::to_string(jobs.size()) + " jobs for " +
+                               std::to_string(launches.size()) + " workers");
+    }
+    {
+      const std::lock_guard lock(mutex_);
+      const Clock::time_point now = Clock::now();
+      for (std::size_t index = 0; index < slots_.size() && index < jobs.size(); ++index) {
+        Slot& slot = slots_[index];
+        slot.job = std::move(jobs[index]);
+        slot.state = LaunchState::pending;
+        slot.message = "submitted";
+        slot.running_since = now;
+        slot.submissions = 1;
       }
     }
     thread_ = std::jthread([this](const std::stop_token& stop) { keep(stop); });
