@@ -66,6 +66,16 @@ if ! "$venv/bin/python3" -c "import skyrl_gym.envs.base_text_env" 2>/dev/null; t
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
     skyrl-gym pandas python-dateutil six pytz tzdata requests urllib3 charset-normalizer idna certifi
 fi
+# OpenEnv's Environment, its FastAPI server and its WebSocket client, without Gradio, the
+# Hugging Face Hub and OpenAI: its package imports FastMCP (and so MCP) at import time, which
+# need the few modules listed here. FastMCP 4 needs MCP 2, which OpenEnv 0.3.0 predates.
+if ! "$venv/bin/python3" -c "import openenv.core.env_server, openenv.core.env_client" 2>/dev/null; then
+  echo "setup: installing openenv-core (without its dependencies) into $venv"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
+    openenv-core==0.3.0 fastapi starlette annotated-doc uvicorn websockets fastmcp-slim==3.4.11 "mcp<2" \
+    pydantic-settings python-dotenv rich py-key-value-aio beartype cachetools sse-starlette exceptiongroup \
+    httpx-sse opentelemetry-api platformdirs
+fi
 # A single-node Ray cluster with its dashboard (the Jobs REST API) for the test of workers
 # started as Ray jobs (cuda-agent serve --ray-address). About 15 s and 250 MB.
 ray_version="${CUDA_AGENT_RAY_VERSION:-2.60.0}"
