@@ -71,10 +71,13 @@ fi
 # need the few modules listed here. FastMCP 4 needs MCP 2, which OpenEnv 0.3.0 predates.
 if ! "$venv/bin/python3" -c "import openenv.core.env_server, openenv.core.env_client" 2>/dev/null; then
   echo "setup: installing openenv-core (without its dependencies) into $venv"
+  # Without their dependencies: the two whose own (Gradio, the Hugging Face Hub, OpenAI,
+  # FastMCP 4 on MCP 2) the adapter never imports; with theirs: what their imports need.
   "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
-    openenv-core==0.3.0 fastapi starlette annotated-doc uvicorn websockets fastmcp-slim==3.4.11 "mcp<2" \
-    pydantic-settings python-dotenv rich py-key-value-aio beartype cachetools sse-starlette exceptiongroup \
-    httpx-sse opentelemetry-api platformdirs
+    openenv-core==0.3.0 fastmcp-slim==3.4.11
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off \
+    fastapi uvicorn websockets "mcp<2" pydantic-settings python-dotenv rich py-key-value-aio beartype cachetools \
+    sse-starlette exceptiongroup httpx-sse opentelemetry-api platformdirs requests
 fi
 # A single-node Ray cluster with its dashboard (the Jobs REST API) for the test of workers
 # started as Ray jobs (cuda-agent serve --ray-address). About 15 s and 250 MB.
