@@ -29,9 +29,7 @@ std::string read(const fs::path& path) {
   return text.str();
 }
 
-void write(const fs::path& path, const std::string& text) {
-  std::ofstream(path) << text;
-}
+void write(const fs::path& path, const std::string& text) { std::ofstream(path) << text; }
 
 /// A directory with fake sbatch/squeue/scancel. Each records "$@" one argument per line in
 /// <name>.args, its standard input in <name>.stdin and its environment in <name>.env, then

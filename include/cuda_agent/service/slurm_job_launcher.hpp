@@ -77,7 +77,8 @@ class SlurmJobLauncher {
     }
     std::vector<std::string> arguments = sbatch_arguments(first, first.name, "%A_%a");
     arguments.push_back("--array=0-" + std::to_string(launches.size() - 1));
-    const std::string array = submitted_id(run("sbatch", std::move(arguments), batch_script(launches), first.environment));
+    const std::string array =
+        submitted_id(run("sbatch", std::move(arguments), batch_script(launches), first.environment));
     for (std::size_t task = 0; task < launches.size(); ++task) jobs.push_back(array + "_" + std::to_string(task));
     return jobs;
   }
@@ -85,7 +86,8 @@ class SlurmJobLauncher {
   /// How the job stands, from `squeue` (which lists ended jobs for a few minutes after; a
   /// job it no longer knows has ended). Throws where Slurm cannot be asked.
   LaunchStatus status(const std::string& job) {
-    const ProcessResult result = run_unchecked("squeue", {"--noheader", "--states=all", "--jobs=" + job, "--format=%T|%r"});
+    const ProcessResult result =
+        run_unchecked("squeue", {"--noheader", "--states=all", "--jobs=" + job, "--format=%T|%r"});
     const std::string output = trimmed(result.standard_output.text);
     if (!result.succeeded()) {
       if (mentions_unknown_job(result)) return {LaunchState::ended, "no longer known to Slurm"};
@@ -111,7 +113,8 @@ class SlurmJobLauncher {
   /// Nothing for a job that has ended.
   void stop(const std::string& job) {
     const ProcessResult result = run_unchecked("scancel", {job});
-    if (!result.succeeded() && !mentions_unknown_job(result)) throw std::runtime_error("scancel " + job + ": " + reason(result));
+    if (!result.succeeded() && !mentions_unknown_job(result))
+      throw std::runtime_error("scancel " + job + ": " + reason(result));
   }
 
   [[nodiscard]] std::string describe() const {
@@ -122,21 +125,25 @@ class SlurmJobLauncher {
   [[nodiscard]] std::vector<std::string> sbatch_arguments(const WorkerLaunch& launch, const std::string& name,
                                                           std::string_view job_pattern) const {
     std::vector<std::string> arguments = {"--parsable", "--job-name=" + name};
-    arguments.push_back("--output=" + (options_.log_directory.empty()
-                                           ? std::string("/dev/null")
-                                           : (options_.log_directory / (name + "-" + std::string(job_pattern) + ".log")).string()));
+    arguments.push_back("--output=" +
+                        (options_.log_directory.empty()
+                             ? std::string("/dev/null")
+                             : (options_.log_directory / (name + "-" + std::string(job_pattern) + ".log")).string()));
     std::string exported;
     for (const std::string& variable : options_.passed_variables) {
-      if (tools_.get(variable) && !launch.environment.contains(variable)) exported += (exported.empty() ? "" : ",") + variable;
+      if (tools_.get(variable) && !launch.environment.contains(variable))
+        exported += (exported.empty() ? "" : ",") + variable;
     }
     for (const auto& [variable, value] : launch.environment) exported += (exported.empty() ? "" : ",") + variable;
     // An empty list would be read as a variable's name; NONE passes SLURM_* only.
     arguments.push_back("--export=" + (exported.empty() ? std::string("NONE") : exported));
     if (!options_.partition.empty()) arguments.push_back("--partition=" + options_.partition);
     if (launch.gpus > 0) {
-      arguments.push_back("--gres=" + options_.gpu_resource + ":" + std::to_string(static_cast<long>(std::ceil(launch.gpus))));
+      arguments.push_back("--gres=" + options_.gpu_resource + ":" +
+                          std::to_string(static_cast<long>(std::ceil(launch.gpus))));
     }
-    if (launch.cpus > 0) arguments.push_back("--cpus-per-task=" + std::to_string(static_cast<long>(std::ceil(launch.cpus))));
+    if (launch.cpus > 0)
+      arguments.push_back("--cpus-per-task=" + std::to_string(static_cast<long>(std::ceil(launch.cpus))));
     arguments.insert(arguments.end(), options_.sbatch_arguments.begin(), options_.sbatch_arguments.end());
     return arguments;
   }
@@ -203,7 +210,8 @@ class SlurmJobLauncher {
 
   [[nodiscard]] static bool mentions_unknown_job(const ProcessResult& result) {
     const std::string& text = result.standard_error.text;
-    return text.find("Invalid job id") != std::string::npos || text.find("already completing or completed") != std::string::npos;
+    return text.find("Invalid job id") != std::string::npos ||
+           text.find("already completing or completed") != std::string::npos;
   }
 
   [[nodiscard]] static std::string reason(const ProcessResult& result) {
