@@ -11,6 +11,7 @@
 #include <cuda_agent/profile/worker_timing_launcher.hpp>
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/sandbox/visible_gpus.hpp>
 #include <cuda_agent/service/evaluation_pool.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 
@@ -65,55 +66,16 @@ inline std::vector<int> parse_gpus(const std::string& list, const std::string& o
 }
 
 /// The device minors of the GPUs in CUDA_VISIBLE_DEVICES, which engines such as Ray and
-/// Slurm set to the GPUs they reserved for a job (`--gpus visible`). Its entries are CUDA
-/// indices (PCI bus order, as nvidia-smi numbers them) or GPU UUIDs; the driver's
-/// /proc/driver/nvidia/gpus/BUS/information gives each GPU's minor, and its folders sorted
-/// by bus are the index order. Without that folder, indices are taken as minors.
-inline std::vector<int> visible_gpu_minors(const std::filesystem::path& driver = "/proc/driver/nvidia/gpus") {
+/// Slurm set to the GPUs they reserved for a job (`--gpus visible`).
+inline std::vector<int> visible_gpu_minors() {
   const char* visible = std::getenv("CUDA_VISIBLE_DEVICES");
   if (visible == nullptr || *visible == '\0')
     throw UsageError("--gpus visible: CUDA_VISIBLE_DEVICES is not set (no GPU was reserved for this process)");
-  struct Gpu {
-    std::string bus, uuid;
-    int minor = -1;
-  };
-  std::vector<Gpu> gpus;
-  std::error_code error;
-  for (const auto& entry : std::filesystem::directory_iterator(driver, error)) {
-    Gpu gpu{entry.path().filename().string(), "", -1};
-    std::ifstream information(entry.path() / "information");
-    for (std::string line; std::getline(information, line);) {
-      const auto colon = line.find(':');
-      if (colon == std::string::npos) continue;
-      std::string value = line.substr(colon + 1);
-      value.erase(0, value.find_first_not_of(" \t"));
-      if (line.rfind("Device Minor", 0) == 0) gpu.minor = std::atoi(value.c_str());
-      if (line.rfind("GPU UUID", 0) == 0) gpu.uuid = value;
-    }
-    if (gpu.minor >= 0) gpus.push_back(gpu);
+  try {
+    return visible_gpu_minors(visible, driver_gpus());
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(std::string("--gpus visible (CUDA_VISIBLE_DEVICES=") + visible + "): " + error.what());
   }
-  std::sort(gpus.begin(), gpus.end(), [](const Gpu& a, const Gpu& b) { return a.bus < b.bus; });
-  std::vector<int> minors;
-  std::istringstream items(visible);
-  for (std::string item; std::getline(items, item, ',');) {
-    if (item.rfind("GPU-", 0) == 0 || item.rfind("MIG-", 0) == 0) {
-      const auto found = std::find_if(gpus.begin(), gpus.end(), [&](const Gpu& gpu) { return gpu.uuid == item; });
-      if (found == gpus.end())
-        throw UsageError("--gpus visible: no GPU of this machine has the UUID " + item + " of CUDA_VISIBLE_DEVICES");
-      minors.push_back(found->minor);
-      continue;
-    }
-    const int index = parse_gpus(item, "--gpus visible (CUDA_VISIBLE_DEVICES=" + std::string(visible) + ")").front();
-    if (gpus.empty()) {
-      minors.push_back(index);
-    } else if (static_cast<std::size_t>(index) < gpus.size()) {
-      minors.push_back(gpus[static_cast<std::size_t>(index)].minor);
-    } else {
-      throw UsageError("--gpus visible: CUDA_VISIBLE_DEVICES names GPU " + item + ", this machine has " +
-                       std::to_string(gpus.size()));
-    }
-  }
-  return minors;
 }
 
 /// Every client connection and every harness worker holds descriptors: the soft limit

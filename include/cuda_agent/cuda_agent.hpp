@@ -37,6 +37,7 @@
 #include "cuda_agent/sandbox/cuda_probe.hpp"
 #include "cuda_agent/sandbox/process_sandbox.hpp"
 #include "cuda_agent/sandbox/sandbox_options.hpp"
+#include "cuda_agent/sandbox/visible_gpus.hpp"
 #include "cuda_agent/tasks/task_loader.hpp"
 #include "cuda_agent/tasks/workspace.hpp"
 #include "cuda_agent/tools/tools.hpp"
