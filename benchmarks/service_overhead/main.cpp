@@ -9,9 +9,10 @@
 // ?wait (the first is evaluated, the rest are answered from the pool's result cache) and
 // read it back with GET; p50 and p99 of each. Phase 2: 1,000 clients at once, one request
 // each (new connections), counted for failures.
+#include "../service_common/instant_evaluator.hpp"
+
 #include <cuda_agent/server/http_service.hpp>
 
-#include <algorithm>   // sort
 #include <atomic>      // atomic
 #include <chrono>      // steady_clock
 #include <cstdio>      // printf
@@ -26,35 +27,10 @@
 #include <sys/resource.h>  // getrlimit, setrlimit
 
 namespace ca = cuda_agent;
+using cuda_agent::benchmarks::InstantEvaluator;
+using cuda_agent::benchmarks::percentile;
 
 namespace {
-
-/// Answers at once: correct, timed, nothing else.
-struct InstantEvaluator {
-  ca::PreparedCandidate prepare(const ca::Task& task, const std::filesystem::path&) {
-    ca::PreparedCandidate prepared{task, {}, {}, nullptr};
-    prepared.evaluation.compile.succeeded = true;
-    return prepared;
-  }
-  void verify(ca::PreparedCandidate& prepared) {
-    ca::VerificationResult result;
-    result.correct = true;
-    prepared.evaluation.verification = result;
-  }
-  void profile(ca::PreparedCandidate& prepared) { prepared.evaluation.profile = ca::ProfileResult{}; }
-  ca::Evaluation evaluate(const ca::Task& task, const std::filesystem::path& directory) {
-    ca::PreparedCandidate prepared = prepare(task, directory);
-    verify(prepared);
-    profile(prepared);
-    return prepared.evaluation;
-  }
-};
-
-double percentile(std::vector<double> values, double fraction) {
-  if (values.empty()) return 0;
-  std::sort(values.begin(), values.end());
-  return values[static_cast<std::size_t>(fraction * static_cast<double>(values.size() - 1))];
-}
 
 double milliseconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
