@@ -24,8 +24,6 @@
 #include <thread>      // jthread
 #include <vector>      // vector
 
-#include <sys/resource.h>  // getrlimit, setrlimit
-
 namespace ca = cuda_agent;
 using cuda_agent::benchmarks::InstantEvaluator;
 using cuda_agent::benchmarks::percentile;
@@ -39,11 +37,7 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  rlimit files{};
-  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
-    files.rlim_cur = files.rlim_max;
-    ::setrlimit(RLIMIT_NOFILE, &files);
-  }
+  cuda_agent::benchmarks::raise_open_file_limit();
   const int workers = argc > 1 ? std::atoi(argv[1]) : 64;
   const int requests = argc > 2 ? std::atoi(argv[2]) : 4000;
   const int capacity = argc > 3 ? std::atoi(argv[3]) : 2;

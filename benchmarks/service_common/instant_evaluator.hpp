@@ -2,7 +2,8 @@
 #pragma once
 
 // What the service benchmarks share: an evaluator that answers at once, standing in for
-// the trusted one so that only the service's own cost is timed, and a percentile.
+// the trusted one so that only the service's own cost is timed, a percentile, and room for
+// the descriptors of many connections.
 
 #include <cuda_agent/evaluate/staged_evaluator.hpp>
 
@@ -10,6 +11,8 @@
 #include <cstddef>     // size_t
 #include <filesystem>  // path
 #include <vector>      // vector
+
+#include <sys/resource.h>  // getrlimit, setrlimit
 
 namespace cuda_agent::benchmarks {
 
@@ -39,6 +42,16 @@ inline double percentile(std::vector<double> values, double fraction) {
   if (values.empty()) return 0;
   std::sort(values.begin(), values.end());
   return values[static_cast<std::size_t>(fraction * static_cast<double>(values.size() - 1))];
+}
+
+/// Raises the soft limit on open files to the hard one: both ends of every connection live
+/// in the benchmark's process.
+inline void raise_open_file_limit() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
 }
 
 }  // namespace cuda_agent::benchmarks

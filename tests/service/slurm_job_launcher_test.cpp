@@ -118,7 +118,7 @@ TEST_CASE("slurm: one job runs its command exactly, with its token passed by nam
   CHECK(slurm.environment("sbatch").find("CUDA_AGENT_WORKER_TOKEN=token-abc") != std::string::npos);
   // The command quoted for the shell, word by word, and exec'd (scancel's SIGTERM reaches it).
   CHECK(slurm.input("sbatch") ==
-        "#!/bin/sh\nexec '/opt/cuda agent/bin/cuda-agent' 'worker' '--name' 'w-0-0' '--note' 'it'\\''s'\n");
+        "#!/bin/sh\nexec '/opt/cuda agent/bin/cuda-agent' worker --name w-0-0 --note 'it'\\''s'\n");
 }
 
 TEST_CASE("slurm: workers started together are one job array, one task each") {
@@ -132,7 +132,7 @@ TEST_CASE("slurm: workers started together are one job array, one task each") {
   CHECK(contains(arguments, "--array=0-2"));
   const std::string script = slurm.input("sbatch");
   CHECK(script.find("case \"$SLURM_ARRAY_TASK_ID\" in") != std::string::npos);
-  CHECK(script.find("  1) exec '/opt/cuda agent/bin/cuda-agent' 'worker' '--name' 'w-1-0'") != std::string::npos);
+  CHECK(script.find("  1) exec '/opt/cuda agent/bin/cuda-agent' worker --name w-1-0") != std::string::npos);
   CHECK(script.find("token-abc") == std::string::npos);
 
   SECTION("launches that differ in more than their command are jobs of their own") {

@@ -28,6 +28,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cuda_agent/detail/shell_command.hpp"
+
 #include "cuda_agent/service/worker_launcher.hpp"
 
 namespace cuda_agent {
@@ -42,8 +44,6 @@ struct RayJobLauncherOptions {
 class RayJobLauncher {
   static constexpr const char* job_name_characters =
       "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-.";
-  /// What a POSIX shell takes literally, without quotes.
-  static constexpr const char* shell_plain = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-./:=,@+%";
 
  public:
   /// Throws std::invalid_argument for an address that is not "http://HOST[:PORT]" (or
@@ -70,7 +70,7 @@ class RayJobLauncher {
   std::string submit(const WorkerLaunch& launch) {
     check_job_name(launch.name);
     if (launch.command.empty()) throw std::invalid_argument("the launch of " + launch.name + " has no command");
-    nlohmann::json body = {{"entrypoint", entrypoint(launch.command)},
+    nlohmann::json body = {{"entrypoint", detail::exec_shell_line(launch.command)},
                            {"submission_id", launch.name},
                            {"runtime_env", {{"env_vars", launch.environment}}},
                            {"metadata", launch.labels}};
@@ -118,28 +118,6 @@ class RayJobLauncher {
   std::string version() {
     const nlohmann::json answer = call("GET", "/api/version", "");
     return answer.value("ray_version", std::string("unknown"));
-  }
-
-  /// The shell command that runs `command`: `exec` and each argument quoted where it has to
-  /// be.
-  [[nodiscard]] static std::string entrypoint(const std::vector<std::string>& command) {
-    std::string line = "exec";
-    for (const std::string& argument : command) {
-      line += ' ';
-      if (!argument.empty() && argument.find_first_not_of(shell_plain) == std::string::npos) {
-        line += argument;
-        continue;
-      }
-      line += '\'';
-      for (const char c : argument) {
-        if (c == '\'')
-          line += "'\\''";
-        else
-          line += c;
-      }
-      line += '\'';
-    }
-    return line;
   }
 
  private:

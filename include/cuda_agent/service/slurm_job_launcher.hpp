@@ -21,6 +21,7 @@
 #include <utility>      // move
 #include <vector>       // vector
 
+#include "cuda_agent/detail/shell_command.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/service/worker_launcher.hpp"
 
@@ -152,23 +153,12 @@ class SlurmJobLauncher {
   /// scancel's SIGTERM and deregisters).
   [[nodiscard]] static std::string batch_script(std::span<const WorkerLaunch> launches) {
     std::string script = "#!/bin/sh\n";
-    if (launches.size() == 1) return script + "exec " + shell_words(launches.front().command) + "\n";
+    if (launches.size() == 1) return script + detail::exec_shell_line(launches.front().command) + "\n";
     script += "case \"$SLURM_ARRAY_TASK_ID\" in\n";
     for (std::size_t task = 0; task < launches.size(); ++task) {
-      script += "  " + std::to_string(task) + ") exec " + shell_words(launches[task].command) + " ;;\n";
+      script += "  " + std::to_string(task) + ") " + detail::exec_shell_line(launches[task].command) + " ;;\n";
     }
     return script + "esac\necho \"no worker for array task $SLURM_ARRAY_TASK_ID\" >&2\nexit 2\n";
-  }
-
-  [[nodiscard]] static std::string shell_words(const std::vector<std::string>& words) {
-    std::string line;
-    for (const std::string& word : words) {
-      if (!line.empty()) line += ' ';
-      line += '\'';
-      for (const char c : word) line += c == '\'' ? std::string("'\\''") : std::string(1, c);
-      line += '\'';
-    }
-    return line;
   }
 
   /// The job id `sbatch --parsable` prints ("<id>" or "<id>;<cluster>").

@@ -260,14 +260,8 @@ class WorkerFleet {
     {
       const std::lock_guard lock(mutex_);
       const Clock::time_point now = Clock::now();
-      for (std::size_t index = 0; index < slots_.size() && index < jobs.size(); ++index) {
-        Slot& slot = slots_[index];
-        slot.job = std::move(jobs[index]);
-        slot.state = LaunchState::pending;
-        slot.message = "submitted";
-        slot.running_since = now;
-        slot.submissions = 1;
-      }
+      for (std::size_t index = 0; index < slots_.size(); ++index)
+        record_submission(slots_[index], std::move(jobs[index]), now);
     }
     thread_ = std::jthread([this](const std::stop_token& stop) { keep(stop); });
   }
@@ -346,7 +340,11 @@ class WorkerFleet {
     const WorkerLaunch launch = options_.make_launch(index, attempt);
     std::string job = engine_.submit(launch);
     const std::lock_guard lock(mutex_);
-    Slot& slot = slots_[index];
+    record_submission(slots_[index], std::move(job), now);
+  }
+
+  /// Under the lock: `slot`'s worker has a new job, pending.
+  static void record_submission(Slot& slot, std::string job, Clock::time_point now) {
     slot.job = std::move(job);
     slot.state = LaunchState::pending;
     slot.message = "submitted";
