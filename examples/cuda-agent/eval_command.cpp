@@ -8,6 +8,7 @@
 #include <cuda_agent/profile/worker_timing_launcher.hpp>
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
 #include <cuda_agent/sandbox/process_sandbox.hpp>
+#include <cuda_agent/tasks/kernelbench_generation.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
 #include <cuda_agent/verify/verification_summary.hpp>
@@ -38,7 +39,12 @@ kernels/, nothing else) are copied into a fresh directory, checked statically, b
 the compile driver, verified against the task's reference by the sandboxed evaluation
 harness, and, when correct, timed against eager PyTorch and torch.compile (interleaved
 rounds; speedups with confidence intervals and FASTER/SLOWER/SAME/AMBIGUOUS verdicts).
-Prints a summary with the reward; --json writes the full result.)";
+Prints a summary with the reward; --json writes the full result.
+
+The candidate may also be a KernelBench generation: one .py file that builds its extension
+with torch.utils.cpp_extension.load_inline (or load, with the source files beside it). Its
+sources are read from the file's text without running it, built by the compile driver
+instead of load_inline, and evaluated like any candidate; build flags are not applied.)";
 
 struct EvalOptions {
   std::filesystem::path task;
@@ -72,9 +78,12 @@ struct EvalOptions {
 void add_eval_options(CLI::App& command, EvalOptions& o) {
   command.add_option("task", o.task, "a KernelBench problem file (.py) or a workspace directory with model.py")
       ->required();
-  command.add_option("candidate-dir", o.candidate, "a directory with model_new.py and kernels/ (an agent's workspace)")
+  command
+      .add_option("candidate", o.candidate,
+                  "a directory with model_new.py and kernels/ (an agent's workspace), or a KernelBench generation "
+                  "(one .py file that calls load_inline)")
       ->required()
-      ->type_name("DIR");
+      ->type_name("DIR|FILE.py");
   command
       .add_option("--device", o.device,
                   "cpu or cuda (default: cuda when an NVIDIA GPU is present; cpu evaluates C++ CPU extensions)")
@@ -134,8 +143,10 @@ void add_eval_options(CLI::App& command, EvalOptions& o) {
 /// What CLI11 cannot check: the files named, the seeds, and what follows from them.
 void complete(EvalOptions& options) {
   if (!std::filesystem::exists(options.task)) throw UsageError("no task at " + options.task.string());
-  if (!std::filesystem::is_directory(options.candidate))
-    throw UsageError(options.candidate.string() + " is not a directory (expected model_new.py and kernels/ in it)");
+  if (!std::filesystem::is_directory(options.candidate) &&
+      !(std::filesystem::is_regular_file(options.candidate) && options.candidate.extension() == ".py"))
+    throw UsageError(options.candidate.string() +
+                     " is neither a directory (with model_new.py and kernels/) nor a generation (a .py file)");
   if (!options.seeds_list.empty()) options.seeds = seeds_from("--seeds", options.seeds_list);
   if (!options.init_seed_text.empty()) options.init_seed = seed_from("--init-seed", options.init_seed_text);
   if (options.seeds.size() > static_cast<std::size_t>(options.input_sets))
@@ -293,15 +304,34 @@ int run_eval(EvalOptions& options) {
     timing->extra_allowed_operations = policy.extra_allowed_operations;
   }
 
-  Evaluation evaluation;
-  if (options.unconfined) {
+  if (options.unconfined)
     std::cerr << "cuda-agent eval: --unconfined: the candidate is built and run WITHOUT a sandbox\n";
+  AnySandbox sandbox =
+      options.unconfined ? AnySandbox(ProcessSandbox(build_sandbox)) : make_default_sandbox(build_sandbox);
+
+  // A generation becomes a candidate directory first; one that cannot is the candidate's failure.
+  std::filesystem::path candidate = options.candidate;
+  std::optional<GenerationConversion> generation;
+  if (!std::filesystem::is_directory(candidate)) {
+    if (progress) progress("reading the generation " + candidate.filename().string());
+    GenerationConversionOptions conversion;
+    conversion.python = options.python;
+    generation = convert_kernelbench_generation(sandbox, candidate, conversion);
+    candidate = work / "generation";
+    if (!generation->rejection) write_candidate_sources(generation->candidate.files, candidate);
+  }
+
+  Evaluation evaluation;
+  if (generation && generation->rejection) {
+    evaluation.compile.log = "not built: the generation cannot be laid out as a candidate";
+    evaluation.verification.emplace();
+    evaluation.verification->rejection = generation->rejection;
+  } else if (options.unconfined) {
     evaluation = evaluate_with(std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(build_sandbox), compile),
-                               harness, policy, evaluator_options, timing, task, options.candidate);
+                               harness, policy, evaluator_options, timing, task, candidate);
   } else {
-    evaluation =
-        evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(make_default_sandbox(build_sandbox), compile),
-                      harness, policy, evaluator_options, timing, task, options.candidate);
+    evaluation = evaluate_with(std::make_shared<CompileDriver<AnySandbox>>(std::move(sandbox), compile), harness,
+                               policy, evaluator_options, timing, task, candidate);
   }
 
   print_summary(task, options, evaluation, std::cout);
@@ -319,6 +349,10 @@ int run_eval(EvalOptions& options) {
           {"label", reward.label},
           {"explanation", reward.explanation}}},
         {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
+    if (generation)
+      document["generation"] = {{"build_function", generation->build_function},
+                                {"build_line", generation->build_line},
+                                {"notes", generation->notes}};
     const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (options.json == "-") {
       std::cout << text;

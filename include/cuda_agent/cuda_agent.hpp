@@ -38,6 +38,7 @@
 #include "cuda_agent/sandbox/process_sandbox.hpp"
 #include "cuda_agent/sandbox/sandbox_options.hpp"
 #include "cuda_agent/sandbox/visible_gpus.hpp"
+#include "cuda_agent/tasks/kernelbench_generation.hpp"
 #include "cuda_agent/tasks/task_loader.hpp"
 #include "cuda_agent/tasks/workspace.hpp"
 #include "cuda_agent/tools/tools.hpp"
@@ -72,6 +73,9 @@
 #include "cuda_agent/agent/optimize.hpp"
 #include "cuda_agent/agent/prompts.hpp"
 #include "cuda_agent/agent/resume.hpp"
+
+// bench/.
+#include "cuda_agent/bench/table_metrics.hpp"
 
 // service/.
 #include "cuda_agent/service/evaluation_pool.hpp"

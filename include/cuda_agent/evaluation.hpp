@@ -62,6 +62,7 @@ enum class RejectionReason {
   compile_error,        ///< the candidate did not build
   load_error,           ///< the extension or model_new.py failed to import
   interface_mismatch,   ///< no ModelNew, or its constructor differs from Model's
+  unresolved_sources,   ///< a single-file generation whose extension sources only running it would produce
   state_dict_mismatch,  ///< Model's weights do not load strictly into ModelNew
   forbidden_operation,  ///< torch compute ran inside ModelNew.forward
   forbidden_module,     ///< used a module the contract excludes (threads, processes, frame walking, ...)
@@ -91,10 +92,11 @@ enum class RejectionReason {
 };
 
 namespace detail {
-inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 28> rejection_reason_names{{
+inline constexpr std::array<std::pair<RejectionReason, std::string_view>, 29> rejection_reason_names{{
     {RejectionReason::compile_error, "compile_error"},
     {RejectionReason::load_error, "load_error"},
     {RejectionReason::interface_mismatch, "interface_mismatch"},
+    {RejectionReason::unresolved_sources, "unresolved_sources"},
     {RejectionReason::state_dict_mismatch, "state_dict_mismatch"},
     {RejectionReason::forbidden_operation, "forbidden_operation"},
     {RejectionReason::forbidden_module, "forbidden_module"},

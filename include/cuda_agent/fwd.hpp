@@ -144,6 +144,10 @@ class SpeedupReward;
 // evaluator.hpp
 class AnyEvaluator;
 
+// tasks/kernelbench_generation.hpp
+struct GenerationConversion;
+struct GenerationConversionOptions;
+
 // tasks/task_loader.hpp
 class TaskLoadError;
 struct ConstructorParameter;
@@ -235,6 +239,10 @@ class AnyStagedEvaluator;
 // evaluate/trusted_evaluator.hpp
 struct TrustedEvaluatorOptions;
 // TrustedEvaluator<V, S> is constrained by concepts: include evaluate/trusted_evaluator.hpp.
+
+// bench/table_metrics.hpp
+struct BenchSample;
+struct TableRow;
 
 // service/evaluation_pool.hpp
 enum class PoolStage;

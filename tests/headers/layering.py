@@ -41,8 +41,8 @@ LAYERS = [
     (2, ["compile", "verify", "profile"]),
     (3, ["evaluate"]),
     (4, ["agent"]),
-    # Not written yet; each gets its own folder above agent. An edge between two of them
-    # goes into SIDEWAYS with its reason.
+    # The at-scale parts, each in its own folder above agent (deploy and synthesis not
+    # written yet). An edge between two of them goes into SIDEWAYS with its reason.
     (5, ["service", "bench", "deploy", "synthesis"]),
     # The optional HTTP face of the service (cpp-httplib).
     (6, ["server"]),
