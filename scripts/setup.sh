@@ -79,6 +79,19 @@ if ! "$venv/bin/python3" -c "import openenv.core.env_server, openenv.core.env_cl
     fastapi uvicorn websockets "mcp<2" pydantic-settings python-dotenv rich py-key-value-aio beartype cachetools \
     sse-starlette exceptiongroup httpx-sse opentelemetry-api platformdirs requests
 fi
+# verl's agent loop (AgentLoopBase) without vLLM, SGLang, wandb and the rest: its module imports
+# Transformers, Datasets (so pyarrow), Hydra and TensorDict at import time, and Ray and torch from
+# above. About 25 s and 400 MB.
+if ! "$venv/bin/python3" -c "import verl.experimental.agent_loop" 2>/dev/null; then
+  echo "setup: installing verl (without its dependencies) into $venv"
+  # Without their dependencies: verl (its own are the whole training stack: accelerate, peft,
+  # wandb, torchdata, ...) and TensorDict (which names torch); with theirs: what the agent
+  # loop's imports need, in verl's ranges.
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off --no-deps \
+    verl==0.9.1 tensordict==0.10.0 cloudpickle orjson "pyvers<0.2"
+  "$venv/bin/python3" -m pip install --quiet --disable-pip-version-check --progress-bar off \
+    transformers==5.10.4 datasets==5.2.0 hydra-core==1.3.8 pillow codetiming
+fi
 # A single-node Ray cluster with its dashboard (the Jobs REST API) for the test of workers
 # started as Ray jobs (cuda-agent serve --ray-address). About 15 s and 250 MB.
 ray_version="${CUDA_AGENT_RAY_VERSION:-2.60.0}"

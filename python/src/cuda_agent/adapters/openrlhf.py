@@ -21,8 +21,8 @@ import json
 import os
 from typing import Any, Dict, Optional
 
-from ..client import AsyncClient, AsyncEpisode, Json, ServiceError
-from .text_protocol import ToolCallError, parse_tool_calls, system_prompt, tool_response, unknown_tool_response
+from ..client import AsyncClient, AsyncEpisode, Json
+from .text_protocol import parse_tool_calls, run_tool_calls, system_prompt
 
 try:
     from openrlhf.utils.agent import AgentInstanceBase, MultiTurnAgentExecutor
@@ -74,15 +74,7 @@ class AgentInstance(AgentInstanceBase):
             raise RuntimeError("AgentInstance.step before reset")
         self.turns += 1
         calls = parse_tool_calls(states.get("action_text", ""))
-        responses = []
-        for call in calls:
-            if isinstance(call, ToolCallError):
-                responses.append(tool_response(str(call)))
-                continue
-            try:
-                responses.append(tool_response(await self.episode.call(*call)))
-            except ServiceError as error:
-                responses.append(unknown_tool_response(error))
+        responses = await run_tool_calls(self.episode, calls)
         if calls and self.turns < self.max_turns:
             return {"rewards": _reward(0.0), "scores": _reward(0.0), "environment_feedback": "\n".join(responses),
                     "done": False, "sampling_params": states.get("sampling_params"), "extra_logs": {}}

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Tool calls written in a model's text, for trainers whose environments take the reply as
-text (SkyRL, OpenRLHF): the Hermes convention that Qwen and many open models are trained on.
+text (SkyRL, OpenRLHF, OpenEnv, verl's agent loop): the Hermes convention that Qwen and many
+open models are trained on.
 
     <tool_call>
     {"name": "Bash", "arguments": {"command": "ls kernels"}}
@@ -14,9 +15,10 @@ import json
 import re
 from typing import List, Tuple, Union
 
-from ..client import Json, ToolResult
+from ..client import AsyncEpisode, Json, ServiceError, ToolResult
 
-__all__ = ["ToolCallError", "parse_tool_calls", "system_prompt", "tool_response", "unknown_tool_response"]
+__all__ = ["ToolCallError", "parse_tool_calls", "run_tool_calls", "system_prompt", "tool_response",
+           "unknown_tool_response"]
 
 _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 
@@ -24,6 +26,9 @@ _CALL = re.compile(r"<tool_call>\s*(.*?)\s*</tool_call>", re.DOTALL)
 class ToolCallError(str):
     """A tool call the reply meant but that cannot be run (its JSON is broken): the text to
     show the model instead of a result."""
+
+
+ToolCall = Union[Tuple[str, Json], ToolCallError]
 
 
 def system_prompt(skill: str, tools: List[Json]) -> str:
@@ -39,9 +44,9 @@ def system_prompt(skill: str, tools: List[Json]) -> str:
             "without a tool call: that ends the episode, and the candidate is evaluated.")
 
 
-def parse_tool_calls(reply: str) -> List[Union[Tuple[str, Json], ToolCallError]]:
+def parse_tool_calls(reply: str) -> List[ToolCall]:
     """The calls of `reply`, in order: (name, arguments), or a `ToolCallError` in its place."""
-    calls: List[Union[Tuple[str, Json], ToolCallError]] = []
+    calls: List[ToolCall] = []
     for match in _CALL.finditer(reply):
         try:
             call = json.loads(match.group(1))
@@ -72,3 +77,18 @@ def unknown_tool_response(error: Exception) -> str:
     if getattr(error, "code", None) != "unknown_tool":
         raise error
     return tool_response("Error: " + getattr(error, "message", str(error)))
+
+
+async def run_tool_calls(episode: AsyncEpisode, calls: List[ToolCall]) -> List[str]:
+    """Runs `calls` in `episode`, in order: each one's `tool_response`. The model's mistakes (a
+    broken call, a tool the episode lacks) are answered for it to read; any other failure raises."""
+    responses = []
+    for call in calls:
+        if isinstance(call, ToolCallError):
+            responses.append(tool_response(str(call)))
+            continue
+        try:
+            responses.append(tool_response(await episode.call(*call)))
+        except ServiceError as error:
+            responses.append(unknown_tool_response(error))
+    return responses
