@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """A verl reward function: `compute_score` scores one completion with a trusted evaluation.
 
-In verl's config (`custom_reward_function.path` to this file, `name: compute_score`), with
+In verl's config (`custom_reward_function.path: pkg://cuda_agent.adapters.verl`, `name:
+compute_score`; a path to this file does not load, its imports are relative), with
 each data row's `reward_model.ground_truth` (or `extra_info["task"]`) holding the task as
 `{"name": ..., "source": ...}` (a JSON text is read too). The completion's fenced blocks name
 the candidate's files (`cuda_agent.candidates`). The server is `$CUDA_AGENT_URL` (default
