@@ -22,6 +22,10 @@ void add_optimize_command(CLI::App& program, int& exit_status);
 /// `cuda-agent demo [options]`: the bundled episode, replayed for real (demo_command.cpp).
 void add_demo_command(CLI::App& program, int& exit_status);
 
+/// `cuda-agent bench --generations <dir> [options]`: a folder of KernelBench generations
+/// scored through the evaluation pool, with Table 1 (bench_command.cpp).
+void add_bench_command(CLI::App& program, int& exit_status);
+
 #ifdef CUDA_AGENT_CLI_WITH_SERVER
 /// `cuda-agent serve [options]`: the evaluation service over HTTP (serve_command.cpp).
 void add_serve_command(CLI::App& program, int& exit_status);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   cuda_agent::cli::add_eval_command(program, exit_status);
   cuda_agent::cli::add_optimize_command(program, exit_status);
   cuda_agent::cli::add_demo_command(program, exit_status);
+  cuda_agent::cli::add_bench_command(program, exit_status);
 #ifdef CUDA_AGENT_CLI_WITH_SERVER
   cuda_agent::cli::add_serve_command(program, exit_status);
   cuda_agent::cli::add_worker_command(program, exit_status);
