@@ -98,7 +98,7 @@ int main(int argc, char** argv) {
       pool.work_directory = root / ("worker-" + std::to_string(w));
       ca::RemoteWorkerOptions worker;
       worker.registration = {"simulated-" + std::to_string(w), static_cast<std::size_t>(capacity),
-                             nlohmann::json::object()};
+                             nlohmann::json::object(), "simulated"};
       worker.lease_wait = std::chrono::milliseconds(2'000);
       fleet.push_back(std::make_unique<ca::RemoteWorker<ca::HttpCoordinatorLink>>(
           ca::HttpCoordinatorLink({"http://127.0.0.1:" + std::to_string(port), token}), pool,

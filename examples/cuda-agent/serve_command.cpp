@@ -3,6 +3,7 @@
 // pool of trusted evaluators: builds on CPU workers, verification on slots that share a
 // device, timing alone on it.
 #include <cuda_agent/compile/compile_driver.hpp>
+#include <cuda_agent/detail/shell_command.hpp>
 #include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/evaluate/trusted_evaluator.hpp>
 #include <cuda_agent/profile/harness_profiler.hpp>
@@ -17,7 +18,6 @@
 #include <cuda_agent/service/slurm_job_launcher.hpp>
 #include <cuda_agent/service/worker_launcher.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
-#include <cuda_agent/version.hpp>
 
 #include <algorithm>   // max
 #include <chrono>      // seconds
@@ -74,16 +74,23 @@ Beyond loopback, --tokens is required: a file of lines "TOKEN CLIENT [MAX_IN_FLI
 
 With --accept-workers, `cuda-agent worker` processes on other machines register and take
 whole requests up to their free capacity (POST /v1/workers and below); a worker not heard
-from within --worker-timeout-s is lost and what it held goes to others. --workers-only
-evaluates nothing here. A worker's results are trusted as verdicts: with --tokens, or beyond
-loopback, workers need tokens of their own (--worker-tokens: lines "TOKEN WORKER_NAME").
+from within --worker-timeout-s is lost and what it held goes to others. A worker whose last
+--quarantine-after results were infrastructure errors (a broken GPU) is quarantined: it gets
+no more requests, what it held goes to others, /healthz and /metrics show it. A request a
+worker fails that way goes to another, on at most 3 workers. Results are cached under the
+environment of the worker that evaluated them (GPU, driver, torch, cuda-agent), and answer
+only while a worker of that environment is registered. --workers-only evaluates nothing
+here. A worker's results are trusted as verdicts: with --tokens, or beyond loopback,
+workers need tokens of their own (--worker-tokens: lines "TOKEN WORKER_NAME").
 
 With --ray-address (a Ray cluster's dashboard, its Jobs API) or --slurm (sbatch, squeue and
 scancel of this host), the coordinator starts --worker-jobs `cuda-agent worker` processes as
 jobs of that engine, each reserving --gpus-per-worker GPUs and --cpus-per-worker CPUs, and
-keeps them: a job that ends is submitted again after a back-off (at most --max-restarts
-within 10 minutes). Slurm starts them as one job array. They get a token made at start, in
-the job's environment. SIGTERM or SIGINT drains, then stops the jobs.)";
+keeps them: a job that ends, or whose worker is quarantined, is replaced after a back-off
+(at most --max-restarts within 10 minutes). Slurm starts them as one job array. They get a
+token made at start, in the job's environment, and --worker-arguments, split into words as
+a POSIX shell splits them (quotes and backslashes keep spaces in a word; nothing is
+expanded). SIGTERM or SIGINT drains, then stops the jobs.)";
 
 /// Worker processes as jobs of a cluster's engine: Ray (its dashboard's address) or Slurm.
 struct LaunchedWorkerOptions {
@@ -118,6 +125,7 @@ struct ServeOptions {
   bool workers_only = false;
   std::filesystem::path worker_tokens;
   int worker_timeout_seconds = 30;
+  int quarantine_after = 3;
   LaunchedWorkerOptions launched;
 };
 
@@ -161,6 +169,11 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
       ->check(whole_number(1, 3600))
       ->type_name("S");
   command
+      .add_option("--quarantine-after", o.quarantine_after,
+                  "quarantine a worker after this many infrastructure errors in a row (default 3; 0: never)")
+      ->check(whole_number(0, 1000000))
+      ->type_name("N");
+  command
       .add_option("--ray-address", o.launched.ray_address,
                   "start the workers as jobs of the Ray cluster whose dashboard is at URL (implies --accept-workers)")
       ->type_name("URL");
@@ -197,7 +210,8 @@ void add_serve_options(CLI::App& command, ServeOptions& o) {
       ->type_name("PATH");
   command
       .add_option("--worker-arguments", o.launched.worker_arguments,
-                  "more arguments for each `cuda-agent worker` job, split at spaces (e.g. \"--slots-per-device 2\")")
+                  "more arguments for each `cuda-agent worker` job, split into words as a shell does, quotes and "
+                  "backslashes keeping spaces (e.g. \"--slots-per-device 2 --cache-dir '/scratch/cuda agent'\")")
       ->type_name("ARGS");
   command
       .add_option("--max-restarts", o.launched.max_restarts,
@@ -271,8 +285,11 @@ WorkerFleetOptions launched_fleet_options(const LaunchedWorkerOptions& options, 
   fleet.restart_window = std::chrono::minutes(10);
   fleet.on_notice = [](const std::string& line) { std::cerr << "cuda-agent serve: " << line << std::endl; };
   std::vector<std::string> extra;
-  std::istringstream words(options.worker_arguments);
-  for (std::string word; words >> word;) extra.push_back(word);
+  try {
+    extra = detail::shell_words(options.worker_arguments);
+  } catch (const std::invalid_argument& error) {
+    throw UsageError(std::string("--worker-arguments: ") + error.what());
+  }
   const std::string program = options.worker_program.empty() ? std::filesystem::read_symlink("/proc/self/exe").string()
                                                              : options.worker_program.string();
   // Submission ids are unique for the cluster's lifetime: a coordinator started again must
@@ -368,6 +385,7 @@ int run_serve(ServeOptions& options) {
   }
   service.pool.remote_workers = options.accept_workers;
   service.pool.worker_timeout = std::chrono::seconds(options.worker_timeout_seconds);
+  service.pool.quarantine_after = static_cast<std::size_t>(options.quarantine_after);
   service.pool.max_pending = static_cast<std::size_t>(options.max_pending);
   service.state_directory = std::filesystem::absolute(options.state_directory);
   service.allow_host_paths = options.allow_host_paths;
@@ -375,9 +393,9 @@ int run_serve(ServeOptions& options) {
                     {"timing", !options.local.evaluator.no_profile},
                     {"reward", options.reward},
                     {"device", options.local.device}};
-  // A fix to the evaluator must not be answered from results the old one cached.
-  service.pool.environment = std::string("cuda-agent ") + CUDA_AGENT_VERSION_STRING + " python " +
-                             options.local.evaluator.python.string() + " " + service.policy.dump();
+  // A fix to the evaluator, or another GPU or torch, must not be answered from results the
+  // old one cached.
+  service.pool.environment = evaluation_environment(options.local, devices, service.policy);
   if (options.reward == "speedup")
     service.reward = [](const Evaluation& evaluation) { return SpeedupReward{}.reward(evaluation); };
   const std::filesystem::path work = service.state_directory / "work";
@@ -393,6 +411,21 @@ int run_serve(ServeOptions& options) {
   raise_descriptor_limit();
 
   sigset_t stop_signals = block_stop_signals();
+
+  // Before the pool: a quarantined worker that the fleet started is replaced.
+  std::string coordinator_url = launched.coordinator_url;
+  std::optional<WorkerFleet> fleet;
+  if (engine) {
+    fleet.emplace(std::move(*engine), launched_fleet_options(launched, &coordinator_url, launched_worker_token));
+    http.launched_workers = [&fleet] { return fleet->status(); };
+  }
+  service.pool.on_quarantine = [&fleet](const std::string& worker, const WorkerRegistration& registration,
+                                        const std::string& why) {
+    std::cerr << "cuda-agent serve: quarantined worker " << worker << " (" << registration.name << "): " << why
+              << std::endl;
+    if (fleet && fleet->replace(registration.name, "quarantined: " + why))
+      std::cerr << "cuda-agent serve: its job is to be replaced" << std::endl;
+  };
 
   const TrustedSlotSettings& settings = options.local.evaluator;
   EvaluationService evaluations(
@@ -418,12 +451,6 @@ int run_serve(ServeOptions& options) {
     episode_options.max_episodes = static_cast<std::size_t>(options.max_episodes);
     episode_options.allow_host_paths = options.allow_host_paths;
     episodes.emplace(std::move(episode_options), evaluations, standard_episode_toolbox(std::move(tools)));
-  }
-  std::string coordinator_url = launched.coordinator_url;
-  std::optional<WorkerFleet> fleet;
-  if (engine) {
-    fleet.emplace(std::move(*engine), launched_fleet_options(launched, &coordinator_url, launched_worker_token));
-    http.launched_workers = [&fleet] { return fleet->status(); };
   }
   HttpService server(evaluations, http, episodes ? &*episodes : nullptr);
   const int port = server.bind();

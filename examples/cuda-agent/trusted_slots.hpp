@@ -7,6 +7,7 @@
 
 #include <cuda_agent/compile/compile_driver.hpp>
 #include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/process.hpp>
 #include <cuda_agent/profile/harness_profiler.hpp>
 #include <cuda_agent/profile/worker_timing_launcher.hpp>
 #include <cuda_agent/sandbox/bubblewrap_sandbox.hpp>
@@ -14,11 +15,12 @@
 #include <cuda_agent/sandbox/visible_gpus.hpp>
 #include <cuda_agent/service/evaluation_pool.hpp>
 #include <cuda_agent/verify/harness_verifier.hpp>
+#include <cuda_agent/version.hpp>
 
 #include <algorithm>   // max, sort, find_if
 #include <atomic>      // atomic
+#include <chrono>      // seconds
 #include <cstdint>     // uint64_t
-#include <cstdio>      // popen, pclose, fgets, FILE
 #include <cstdlib>     // getenv, atoi
 #include <filesystem>  // path
 #include <fstream>     // ifstream
@@ -87,18 +89,33 @@ inline void raise_descriptor_limit() {
   }
 }
 
+/// The first line a program prints (empty where it cannot run, fails or prints nothing).
+inline std::string first_line_of(std::vector<std::string> argv) {
+  ProcessSpec spec;
+  spec.argv = std::move(argv);
+  spec.environment = Environment::inherit_all();
+  spec.timeout = std::chrono::seconds(60);
+  try {
+    const ProcessResult result = run_process(spec);
+    if (!result.succeeded()) return {};
+    const std::string& text = result.standard_output.text;
+    return text.substr(0, text.find('\n'));
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+/// What nvidia-smi says of GPU `index`: `fields` (its --query-gpu names) as one CSV line
+/// without units (empty when it cannot say).
+inline std::string nvidia_smi_query(const std::string& fields, int index) {
+  return first_line_of(
+      {"nvidia-smi", "--query-gpu=" + fields, "--format=csv,noheader,nounits", "-i", std::to_string(index)});
+}
+
 /// The memory of GPU `index` in bytes, as nvidia-smi reports it (0 when it cannot say).
 inline std::uint64_t gpu_memory_bytes(int index) {
-  const std::string command =
-      "nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits -i " + std::to_string(index) + " 2>/dev/null";
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return 0;
-  char line[64] = {};
-  const bool read = std::fgets(line, sizeof(line), pipe) != nullptr;
-  ::pclose(pipe);
-  if (!read) return 0;
   try {
-    return static_cast<std::uint64_t>(std::stoull(line)) << 20U;  // MiB
+    return static_cast<std::uint64_t>(std::stoull(nvidia_smi_query("memory.total", index))) << 20U;  // MiB
   } catch (const std::exception&) {
     return 0;
   }
@@ -225,6 +242,22 @@ inline std::vector<int> settle_local_slots(LocalSlotOptions& options) {
   options.gpus.clear();
   for (const int minor : minors) options.gpus += (options.gpus.empty() ? "" : ",") + std::to_string(minor);
   return minors;
+}
+
+/// What the verdicts of a pool on `devices` depend on besides the request: its result
+/// cache's environment (`EvaluationPoolOptions::environment`), which a worker also tells its
+/// coordinator. This program's version, the harness's Python and its torch, the `policy`
+/// evaluated with, and each GPU's model and driver.
+inline std::string evaluation_environment(const LocalSlotOptions& options, const std::vector<int>& devices,
+                                          const nlohmann::json& policy) {
+  const std::string python = options.evaluator.python.string();
+  const std::string torch = first_line_of({python, "-c", "import importlib.metadata as m; print(m.version('torch'))"});
+  std::string environment = std::string("cuda-agent ") + CUDA_AGENT_VERSION_STRING + " python " + python + " torch " +
+                            (torch.empty() ? "unknown" : torch) + " " + policy.dump();
+  if (options.device == "cuda")
+    for (const int device : devices)
+      environment += " gpu " + std::to_string(device) + ": " + nvidia_smi_query("name,driver_version", device);
+  return environment;
 }
 
 /// The pool's slots on `devices`, its build workers and its device memory budget.

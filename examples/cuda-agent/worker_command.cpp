@@ -42,7 +42,11 @@ and timing the coordinator's /healthz reports, so that its verdicts are the coor
 A coordinator that cannot be reached is tried again with back-off; one that lost this
 worker (it was not heard from in time) has given its requests to others: the worker drops
 them and registers again. SIGTERM or SIGINT: the worker deregisters (what it held goes to
-other workers) and exits. The token comes from --token-file or $CUDA_AGENT_WORKER_TOKEN.)";
+other workers) and exits. The token comes from --token-file or $CUDA_AGENT_WORKER_TOKEN.
+
+It tells the coordinator its environment (GPU, driver, torch, cuda-agent), under which its
+results are cached. A worker whose results are infrastructure errors in a row (a broken
+GPU) is quarantined by the coordinator: it gets no more work; restart it once it is fixed.)";
 
 struct WorkerOptions {
   std::string coordinator;
@@ -133,8 +137,8 @@ int run_worker(WorkerOptions& options) {
           : std::filesystem::absolute(options.work_directory);
   detail::make_open_directory(work);
   pool.work_directory = work / "pool";
-  pool.environment = std::string("cuda-agent ") + CUDA_AGENT_VERSION_STRING + " python " +
-                     options.local.evaluator.python.string() + " " + policy.dump();
+  // Sent to the coordinator when registering, which caches this worker's results under it.
+  pool.environment = evaluation_environment(options.local, devices, policy);
 
   RemoteWorkerOptions worker;
   if (options.name.empty()) {

@@ -4,10 +4,13 @@ workers (by hand, Ray, Slurm): the coordinator on loopback with client and worke
 the HTTP calls, and the batch of real candidates during which one worker is killed and
 after which every request must have exactly one result, with the right reward."""
 
+import contextlib
 import json
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.error
 import urllib.request
@@ -95,11 +98,56 @@ def worker_arguments(work, name):
             "--cache-dir", str(work / "cache"), "--work-dir", str(work / name)]
 
 
+def start_worker(binary, base, work, name, log):
+    """A `cuda-agent worker` process named `name`, with the worker token and CPU slots."""
+    return subprocess.Popen(
+        [binary, "worker", "--coordinator", base, "--token-file", str(pathlib.Path(work) / "worker.token"), "--name",
+         name, *worker_arguments(work, name)],
+        stdout=log, stderr=subprocess.STDOUT)
+
+
 def workers(base):
     code, answer = call(base, "GET", "/v1/workers")
     if code != 200:
         fail("GET /v1/workers answered %s: %s" % (code, answer))
     return {entry["registration"]["name"]: entry for entry in answer["workers"]}
+
+
+def metric(base, name):
+    """The value of the sample `name` (with its labels, as /metrics writes them)."""
+    code, metrics = call(base, "GET", "/metrics")
+    if code != 200:
+        fail("GET /metrics answered %s: %s" % (code, metrics))
+    for line in metrics.splitlines():
+        if line.startswith(name + " "):
+            return float(line.split()[1])
+    fail("/metrics has no %s" % name)
+
+
+def expect_rewards(base, ids, names):
+    """Waits for each evaluation and checks it was evaluated with its candidate's reward (1
+    for a correct ReLU, -1 for a wrong one); returns their statuses."""
+    statuses = []
+    for identifier, name in zip(ids, names):
+        code, status = call(base, "GET", "/v1/evaluations/%s?wait=600" % identifier)
+        if code != 200 or status["stage"] != "finished" or status["outcome"] != "evaluated":
+            fail("%s (%s): %s" % (identifier, name, json.dumps(status)[:800]))
+        expected = 1 if name == "correct_relu" else -1
+        if status["reward"]["value"] != expected:
+            fail("%s (%s): reward %s, expected %s: %s" % (identifier, name, status["reward"]["value"], expected,
+                                                          json.dumps(status.get("rejection"))[:600]))
+        statuses.append(status)
+    return statuses
+
+
+def expect_one_result_each(work, ids):
+    """Checks that the coordinator's journal holds exactly one result for each evaluation."""
+    journal = [json.loads(line) for line in (pathlib.Path(work) / "state" / "journal.jsonl").read_text().splitlines()
+               if line]
+    for identifier in ids:
+        results = [record for record in journal if record["type"] == "finished" and record["id"] == identifier]
+        if len(results) != 1:
+            fail("%s has %d results in the journal" % (identifier, len(results)))
 
 
 def batch_losing_a_worker(base, root, work, kill, size=8):
@@ -119,29 +167,16 @@ def batch_losing_a_worker(base, root, work, kill, size=8):
                or holding, 300)
     killed = kill(holding)
     print("killed the worker %r while it held requests" % killed)
-    for identifier, name in zip(ids, names):
-        code, status = call(base, "GET", "/v1/evaluations/%s?wait=600" % identifier)
-        if code != 200 or status["stage"] != "finished" or status["outcome"] != "evaluated":
-            fail("%s (%s): %s" % (identifier, name, json.dumps(status)[:800]))
-        expected = 1 if name == "correct_relu" else -1
-        if status["reward"]["value"] != expected:
-            fail("%s (%s): reward %s, expected %s: %s" % (identifier, name, status["reward"]["value"], expected,
-                                                          json.dumps(status.get("rejection"))[:600]))
-    code, metrics = call(base, "GET", "/metrics")
-    requeued = [line for line in metrics.splitlines() if line.startswith("cuda_agent_evaluations_requeued_total ")]
-    finished = [line for line in metrics.splitlines()
-                if line.startswith('cuda_agent_evaluations_finished_total{outcome="evaluated"}')]
-    if not requeued or float(requeued[0].split()[1]) < 1:
+    expect_rewards(base, ids, names)
+    requeued = metric(base, "cuda_agent_evaluations_requeued_total")
+    finished = metric(base, 'cuda_agent_evaluations_finished_total{outcome="evaluated"}')
+    if requeued < 1:
         fail("nothing was re-queued after the kill: %s" % requeued)
-    if not finished or float(finished[0].split()[1]) != len(names):
+    if finished != len(names):
         fail("the coordinator counted %s results for %d requests" % (finished, len(names)))
-    journal = [json.loads(line) for line in (pathlib.Path(work) / "state" / "journal.jsonl").read_text().splitlines()
-               if line]
-    for identifier in ids:
-        results = [record for record in journal if record["type"] == "finished" and record["id"] == identifier]
-        if len(results) != 1:
-            fail("%s has %d results in the journal" % (identifier, len(results)))
-    print("batch: %d requests, each with exactly one result; %s" % (len(names), requeued[0]))
+    expect_one_result_each(work, ids)
+    print("batch: %d requests, each with exactly one result; cuda_agent_evaluations_requeued_total %g"
+          % (len(names), requeued))
     return killed
 
 
@@ -150,3 +185,26 @@ def tail(path, lines=25):
         return "\n".join(pathlib.Path(path).read_text(errors="replace").splitlines()[-lines:])
     except OSError:
         return "(no log)"
+
+
+@contextlib.contextmanager
+def process_workspace(prefix):
+    """A work directory for a test's processes, the log they share and the list of them, as
+    (work, log, processes); on leaving, whatever still runs is killed, the log's tail
+    printed and the directory removed."""
+    work = pathlib.Path(tempfile.mkdtemp(prefix=prefix))
+    work.chmod(0o755)
+    log_path = work / "processes.log"
+    log = open(log_path, "a")
+    processes = []
+    try:
+        yield work, log, processes
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
+        log.close()
+        print("--- coordinator and worker log (tail) ---")
+        print(tail(log_path))
+        shutil.rmtree(work, ignore_errors=True)

@@ -16,31 +16,16 @@ CPU slots, with the real harness:
 
 import json
 import pathlib
-import shutil
 import signal
-import subprocess
 import sys
-import tempfile
 
-from coordinator_check import (WORKER_TOKEN, batch_losing_a_worker, call, candidate, fail, start_coordinator, tail,
-                               wait_until, worker_arguments, workers)
-
-
-def start_worker(binary, base, work, name, log):
-    return subprocess.Popen(
-        [binary, "worker", "--coordinator", base, "--token-file", str(work / "worker.token"), "--name", name,
-         *worker_arguments(work, name)],
-        stdout=log, stderr=subprocess.STDOUT)
+from coordinator_check import (WORKER_TOKEN, batch_losing_a_worker, call, candidate, fail, process_workspace,
+                               start_coordinator, start_worker, wait_until, workers)
 
 
 def main():
     binary, root = sys.argv[1], pathlib.Path(sys.argv[2])
-    work = pathlib.Path(tempfile.mkdtemp(prefix="cuda-agent-workers-test-"))
-    work.chmod(0o755)
-    log_path = work / "processes.log"
-    log = open(log_path, "a")
-    processes = []
-    try:
+    with process_workspace("cuda-agent-workers-test-") as (work, log, processes):
         coordinator, base = start_coordinator(binary, work, log)
         processes.append(coordinator)
 
@@ -81,15 +66,6 @@ def main():
             fail("the worker exited with %s after SIGTERM" % again.returncode)
         wait_until("the stopped worker deregisters", lambda: doomed not in workers(base), 10)
         print("restart: registered again and evaluated; SIGTERM: deregistered, exit 0")
-    finally:
-        for process in processes:
-            if process.poll() is None:
-                process.kill()
-                process.wait()
-        log.close()
-        print("--- coordinator and worker log (tail) ---")
-        print(tail(log_path))
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The evaluation service without its HTTP: requests checked against their schema, results
-// and progress, client limits, cancellation, the journal that survives the service, drain.
+// and progress, client limits, cancellation, the journal that survives the service, drain,
+// and remote workers' registrations and quarantine as JSON.
 #include "catch.hpp"
 
 #include <cuda_agent/resources.hpp>
@@ -383,4 +384,46 @@ TEST_CASE("a service started again keeps only the newest results it may keep, in
   const std::string text{std::istreambuf_iterator<char>(journal), std::istreambuf_iterator<char>()};
   CHECK(text.find(ids[0]) == std::string::npos);
   CHECK(text.find(ids[2]) != std::string::npos);
+}
+
+TEST_CASE("remote workers: one of an older protocol is refused, and one quarantined shows in health and metrics") {
+  ServiceFixture fixture;
+  ca::EvaluationServiceOptions options = fixture.options();
+  options.pool.slots.clear();
+  options.pool.remote_workers = true;
+  options.pool.quarantine_after = 1;
+  auto service = fixture.service(options);
+
+  // A worker from before workers said their environment.
+  const ca::ServiceError old = refusal([&] { (void)service->register_worker({{"name", "old"}, {"capacity", 1}}); });
+  CHECK(old.status() == 400);
+  CHECK(old.code() == "unsupported_protocol");
+  CHECK(std::string(old.what()).find("worker protocol 2") != std::string::npos);
+
+  const nlohmann::json registration = ca::WorkerRegistration{"gpu7", 1, {}, "cuda H100 torch 2.5"};
+  const std::string worker = service->register_worker(registration)["worker"];
+  nlohmann::json listed = service->workers()["workers"];
+  REQUIRE(listed.size() == 1);
+  CHECK(listed[0]["registration"]["environment"] == "cuda H100 torch 2.5");
+  CHECK(listed[0]["quarantined"].is_null());
+  CHECK(service->health()["quarantined_workers"].empty());
+  CHECK(service->metrics().find("\ncuda_agent_remote_workers_quarantined 0\n") != std::string::npos);
+
+  const std::string id = submit_one(*service, request("plain"));
+  const nlohmann::json leases = service->lease(worker, {{"max", 1U}}, 5s)["leases"];
+  REQUIRE(leases.size() == 1);
+  const nlohmann::json failed = {{"lease", leases[0]["lease"]},
+                                 {"result", {{"outcome", "infrastructure_error"}, {"message", "no CUDA device"}}}};
+  CHECK(service->complete(worker, failed)["counted"] == true);
+  CHECK(finished(*service, id)["outcome"] == "infrastructure_error");  // no other worker to try
+
+  const nlohmann::json quarantined = service->health()["quarantined_workers"];
+  REQUIRE(quarantined.size() == 1);
+  CHECK(quarantined[0]["worker"] == worker);
+  CHECK(quarantined[0]["name"] == "gpu7");
+  CHECK(quarantined[0]["why"].get<std::string>().find("no CUDA device") != std::string::npos);
+  CHECK(service->workers()["workers"][0]["quarantined"].is_string());
+  const std::string metrics = service->metrics();
+  CHECK(metrics.find("\ncuda_agent_remote_workers_quarantined 1\n") != std::string::npos);
+  CHECK(metrics.find("\ncuda_agent_remote_workers_quarantined_total 1\n") != std::string::npos);
 }

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Remote workers: a coordinator pool that gives whole requests to workers (leases, results
 // counted once, lost workers' requests given back to the queue, cancellation told at the
-// next heartbeat, the shared cache), and `RemoteWorker` serving it in the same process with
-// a scripted evaluator: workers stopped or cut off in the middle of a batch, and every
-// request still gets exactly one result.
+// next heartbeat, the cache kept by the workers' environments, quarantine of a worker that
+// fails everything, and bounded attempts of a request every worker fails), and
+// `RemoteWorker` serving it in the same process with a scripted evaluator: workers stopped
+// or cut off in the middle of a batch, and every request still gets exactly one result.
 #include "catch.hpp"
 
 #include <cuda_agent/service/remote_worker.hpp>
@@ -13,8 +14,10 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -34,13 +37,15 @@ struct Coordinator {
       std::filesystem::temp_directory_path() / ("cuda-agent-remote-test-" + ca::detail::random_hex(4));
   std::unique_ptr<ca::EvaluationPool> pool;
 
-  explicit Coordinator(std::chrono::milliseconds worker_timeout = 5s) {
+  explicit Coordinator(std::chrono::milliseconds worker_timeout = 5s,
+                       const std::function<void(ca::EvaluationPoolOptions&)>& configure = nullptr) {
     std::filesystem::create_directories(root);
     ca::EvaluationPoolOptions options;
     options.slots.clear();
     options.remote_workers = true;
     options.worker_timeout = worker_timeout;
     options.work_directory = root / "coordinator";
+    if (configure) configure(options);
     // Never called: a coordinator without slots builds and verifies nothing itself.
     const auto refuse = [](const ca::PoolSlot&) -> ca::AnyStagedEvaluator {
       throw std::logic_error("a coordinator without slots made a slot evaluator");
@@ -78,6 +83,14 @@ ca::PoolResult correct_result(const std::string& device = "cpu:0") {
   evaluation.verification = ca::VerificationResult{};
   evaluation.verification->correct = true;
   result.evaluation = evaluation;
+  return result;
+}
+
+/// What a worker whose GPU is broken sends for every request.
+ca::PoolResult broken_gpu_result() {
+  ca::PoolResult result;
+  result.outcome = ca::PoolOutcome::infrastructure_error;
+  result.message = "the verification stage failed (not the candidate's fault): CUDA error: an illegal memory access";
   return result;
 }
 
@@ -123,6 +136,7 @@ struct Worker {
     ca::EvaluationPoolOptions options;
     options.slots.assign(slots, ca::PoolSlot{"cpu", 0});
     options.work_directory = root / (name + "-" + ca::detail::random_hex(3));
+    options.environment = "scripted cpu";
     ca::RemoteWorkerOptions worker_options;
     worker_options.registration.name = name;
     worker_options.lease_wait = 200ms;
@@ -147,7 +161,7 @@ struct Worker {
 
 TEST_CASE("a coordinator gives whole requests to a remote worker, and counts each result once") {
   Coordinator coordinator;
-  const ca::WorkerGrant grant = coordinator.pool->register_worker({"node1", 4, {{"devices", {"cpu:0"}}}});
+  const ca::WorkerGrant grant = coordinator.pool->register_worker({"node1", 4, {{"devices", {"cpu:0"}}}, "cpu"});
   CHECK_FALSE(grant.worker.empty());
   CHECK(grant.heartbeat_interval < grant.timeout);
   CHECK(coordinator.pool->counters().workers == 1);
@@ -164,9 +178,12 @@ TEST_CASE("a coordinator gives whole requests to a remote worker, and counts eac
   CHECK(leases[0].lease != leases[1].lease);
   CHECK(coordinator.pool->stage(first.id) == ca::PoolStage::on_worker);
   CHECK(coordinator.pool->counters().on_worker == 2);
-  CHECK(coordinator.pool->remote_workers().at(grant.worker).second == 2);
+  CHECK(coordinator.pool->remote_workers().at(grant.worker).holds == 2);
 
   // What the wire carries is what arrives.
+  const nlohmann::json registration = ca::WorkerRegistration{"node2", 3, {}, "cuda A100 torch 2.5"};
+  CHECK(registration["protocol"] == ca::worker_protocol_version);
+  CHECK(registration.get<ca::WorkerRegistration>().environment == "cuda A100 torch 2.5");
   const ca::WorkerLease carried = nlohmann::json(leases[0]).get<ca::WorkerLease>();
   CHECK(carried.files == leases[0].files);
   CHECK(carried.lease == leases[0].lease);
@@ -196,7 +213,7 @@ TEST_CASE("a coordinator gives whole requests to a remote worker, and counts eac
 
 TEST_CASE("a lost remote worker's requests go back to the queue, and what it sends later is dropped") {
   Coordinator coordinator(300ms);
-  const std::string lost = coordinator.pool->register_worker({"lost", 2, {}}).worker;
+  const std::string lost = coordinator.pool->register_worker({"lost", 2, {}, "cpu"}).worker;
   const auto ticket = coordinator.pool->submit(coordinator.request("relu"));
   const std::vector<ca::WorkerLease> taken = coordinator.pool->lease(lost, 2, 1s);
   REQUIRE(taken.size() == 1);
@@ -207,7 +224,7 @@ TEST_CASE("a lost remote worker's requests go back to the queue, and what it sen
   CHECK_THROWS_AS(coordinator.pool->heartbeat(lost), ca::UnknownWorker);
   CHECK_THROWS_AS(coordinator.pool->lease(lost, 1, 0ms), ca::UnknownWorker);
 
-  const std::string other = coordinator.pool->register_worker({"other", 2, {}}).worker;
+  const std::string other = coordinator.pool->register_worker({"other", 2, {}, "cpu"}).worker;
   const std::vector<ca::WorkerLease> again = coordinator.pool->lease(other, 2, 1s);
   REQUIRE(again.size() == 1);
   CHECK(again[0].id == ticket.id);
@@ -220,7 +237,7 @@ TEST_CASE("a lost remote worker's requests go back to the queue, and what it sen
 
 TEST_CASE("a request cancelled on a remote worker is told to it, and one it gives back is queued again") {
   Coordinator coordinator;
-  const std::string worker = coordinator.pool->register_worker({"node", 4, {}}).worker;
+  const std::string worker = coordinator.pool->register_worker({"node", 4, {}, "cpu torch 2.5"}).worker;
   const auto cancelled = coordinator.pool->submit(coordinator.request("relu"));
   const auto given_back = coordinator.pool->submit(coordinator.request("gelu"));
   const std::vector<ca::WorkerLease> leases = coordinator.pool->lease(worker, 4, 1s);
@@ -271,6 +288,9 @@ TEST_CASE("remote workers serve a batch, and one stopped in the middle of it los
   CHECK(counters.evaluated == 24);
   CHECK(counters.unfinished() == 0);
   CHECK(devices["steady"] > 0);
+  // Each worker said its pool's environment when it registered.
+  for (const auto& [id, worker] : coordinator.pool->remote_workers())
+    CHECK(worker.registration.environment == "scripted cpu");
   // A worker counts a result as sent once the coordinator's answer is back, just after the
   // request finished there.
   const auto sent = [&] { return steady.worker->counters().sent + stopping->worker->counters().sent; };
@@ -306,4 +326,159 @@ TEST_CASE("a remote worker cut off from its coordinator drops what it held, regi
   CHECK(counters.failed_calls > 0);
   CHECK(worker.worker->worker_id() != first_id);
   CHECK(coordinator.pool->counters().evaluated == 1);
+}
+
+TEST_CASE("a remote worker's results are cached under its environment, and answer only while it is registered") {
+  Coordinator coordinator;
+  const auto evaluate_on = [&](const std::string& worker, const std::string& task) {
+    const auto ticket = coordinator.pool->submit(coordinator.request(task));
+    const std::vector<ca::WorkerLease> leases = coordinator.pool->lease(worker, 2, 1s);
+    REQUIRE(leases.size() == 1);
+    CHECK(leases[0].id == ticket.id);
+    CHECK(coordinator.pool->complete(worker, leases[0].lease, correct_result()));
+    CHECK_FALSE(wait_for_result(ticket).cached);
+  };
+  const auto from_cache = [&](const std::string& task) {
+    const auto ticket = coordinator.pool->submit(coordinator.request(task));
+    if (ticket.result.wait_for(0s) == std::future_status::ready) return ticket.result.get().cached;
+    CHECK(coordinator.pool->cancel(ticket.id));  // queued for a worker: not from the cache
+    return false;
+  };
+
+  const std::string a100 = coordinator.pool->register_worker({"a100", 2, {}, "cuda A100 torch 2.5"}).worker;
+  evaluate_on(a100, "relu");
+  CHECK(from_cache("relu"));
+  // Another worker of the same environment shares it.
+  const std::string twin = coordinator.pool->register_worker({"a100-twin", 2, {}, "cuda A100 torch 2.5"}).worker;
+  CHECK(coordinator.pool->deregister_worker(a100));
+  CHECK(from_cache("relu"));
+  // With only a worker of another GPU, the request is evaluated again there.
+  CHECK(coordinator.pool->deregister_worker(twin));
+  const std::string h100 = coordinator.pool->register_worker({"h100", 2, {}, "cuda H100 torch 2.5"}).worker;
+  CHECK_FALSE(from_cache("relu"));
+  evaluate_on(h100, "relu");
+  CHECK(from_cache("relu"));
+  // A worker that does not say its environment: its results are passed on, never cached,
+  // and the others' do not answer for it.
+  CHECK(coordinator.pool->deregister_worker(h100));
+  const std::string unsaid = coordinator.pool->register_worker({"unsaid", 2, {}, ""}).worker;
+  CHECK_FALSE(from_cache("relu"));
+  evaluate_on(unsaid, "gelu");
+  CHECK_FALSE(from_cache("gelu"));
+  // The A100's result answers again once a worker of its environment is back.
+  (void)coordinator.pool->register_worker({"a100-again", 2, {}, "cuda A100 torch 2.5"});
+  CHECK(from_cache("relu"));
+}
+
+TEST_CASE(
+    "a remote worker whose every result is an infrastructure error is quarantined, and others evaluate its work") {
+  std::mutex told_mutex;
+  std::vector<std::string> told;
+  Coordinator coordinator(5s, [&](ca::EvaluationPoolOptions& options) {
+    options.quarantine_after = 3;
+    options.on_quarantine = [&](const std::string&, const ca::WorkerRegistration& registration,
+                                const std::string& why) {
+      const std::lock_guard lock(told_mutex);
+      told.push_back(registration.name + ": " + why);
+    };
+  });
+  const std::string broken = coordinator.pool->register_worker({"broken", 4, {}, "cuda"}).worker;
+  const std::string healthy = coordinator.pool->register_worker({"healthy", 4, {}, "cuda"}).worker;
+  std::vector<ca::EvaluationPool::Ticket> tickets;
+  for (int i = 0; i < 4; ++i)
+    tickets.push_back(coordinator.pool->submit(coordinator.request("relu", std::to_string(i))));
+  const std::vector<ca::WorkerLease> held = coordinator.pool->lease(broken, 4, 1s);
+  REQUIRE(held.size() == 4);
+
+  // A request the broken worker fails goes to another worker, never back to it.
+  CHECK(coordinator.pool->complete(broken, held[0].lease, broken_gpu_result()));
+  CHECK(coordinator.pool->stage(tickets[0].id) == ca::PoolStage::queued);
+  CHECK(coordinator.pool->lease(broken, 4, 20ms).empty());
+  CHECK(coordinator.pool->complete(broken, held[1].lease, broken_gpu_result()));
+  CHECK(coordinator.pool->remote_workers().at(broken).quarantined.empty());
+  CHECK(coordinator.pool->complete(broken, held[2].lease, broken_gpu_result()));
+
+  // Quarantined: what it still held goes back to the queue, and it is told to stop that.
+  const ca::RemoteWorkerState state = coordinator.pool->remote_workers().at(broken);
+  CHECK(state.quarantined.find("3 infrastructure errors in a row") != std::string::npos);
+  CHECK(state.quarantined.find("illegal memory access") != std::string::npos);
+  CHECK(state.holds == 0);
+  CHECK(coordinator.pool->heartbeat(broken) == std::vector<std::string>{held[3].lease});
+  CHECK_FALSE(coordinator.pool->complete(broken, held[3].lease, correct_result()));  // dropped
+  tickets.push_back(coordinator.pool->submit(coordinator.request("relu", "after")));
+  CHECK(coordinator.pool->lease(broken, 4, 20ms).empty());  // not even work it never failed
+  {
+    const std::lock_guard lock(told_mutex);
+    REQUIRE(told.size() == 1);
+    CHECK(told[0].rfind("broken: 3 infrastructure errors in a row", 0) == 0);
+  }
+  ca::PoolCounters counters = coordinator.pool->counters();
+  CHECK(counters.quarantined == 1);
+  CHECK(counters.quarantines == 1);
+  CHECK(counters.workers == 2);
+  CHECK(counters.requeued == 4);
+
+  // The healthy worker evaluates all of it, each request once.
+  const std::vector<ca::WorkerLease> again = coordinator.pool->lease(healthy, 8, 1s);
+  REQUIRE(again.size() == 5);
+  for (const ca::WorkerLease& lease : again) CHECK(coordinator.pool->complete(healthy, lease.lease, correct_result()));
+  for (const auto& ticket : tickets) {
+    const ca::PoolResult result = wait_for_result(ticket);
+    CHECK(result.outcome == ca::PoolOutcome::evaluated);
+    CHECK(result.device == "healthy/cpu:0");
+  }
+  counters = coordinator.pool->counters();
+  CHECK(counters.evaluated == 5);
+  CHECK(counters.infrastructure_errors == 0);
+  CHECK(coordinator.pool->deregister_worker(broken));
+  CHECK(coordinator.pool->counters().quarantined == 0);
+  CHECK(coordinator.pool->counters().quarantines == 1);
+}
+
+TEST_CASE("an evaluated result starts a worker's count of infrastructure errors again") {
+  Coordinator coordinator;
+  const std::string flaky = coordinator.pool->register_worker({"flaky", 1, {}, "cuda"}).worker;
+  int sent = 0;
+  const auto send = [&](const ca::PoolResult& result) {
+    const auto ticket = coordinator.pool->submit(coordinator.request("relu", std::to_string(++sent)));
+    const std::vector<ca::WorkerLease> leases = coordinator.pool->lease(flaky, 1, 1s);
+    REQUIRE(leases.size() == 1);
+    CHECK(coordinator.pool->complete(flaky, leases[0].lease, result));
+    return wait_for_result(ticket).outcome;
+  };
+  // No other worker could take it: the error is the request's result at once.
+  CHECK(send(broken_gpu_result()) == ca::PoolOutcome::infrastructure_error);
+  CHECK(send(broken_gpu_result()) == ca::PoolOutcome::infrastructure_error);
+  CHECK(send(correct_result()) == ca::PoolOutcome::evaluated);
+  CHECK(send(broken_gpu_result()) == ca::PoolOutcome::infrastructure_error);
+  CHECK(send(broken_gpu_result()) == ca::PoolOutcome::infrastructure_error);
+  CHECK(coordinator.pool->remote_workers().at(flaky).quarantined.empty());
+  CHECK(send(broken_gpu_result()) == ca::PoolOutcome::infrastructure_error);
+  CHECK_FALSE(coordinator.pool->remote_workers().at(flaky).quarantined.empty());
+}
+
+TEST_CASE("a request that every worker fails ends as an infrastructure error after worker_attempts workers") {
+  Coordinator coordinator(5s, [](ca::EvaluationPoolOptions& options) {
+    options.quarantine_after = 0;  // never: the workers stay, the request must still end
+    options.worker_attempts = 3;
+  });
+  std::vector<std::string> workers;
+  for (int i = 0; i < 4; ++i)
+    workers.push_back(coordinator.pool->register_worker({"node" + std::to_string(i), 1, {}, "cuda"}).worker);
+  const auto ticket = coordinator.pool->submit(coordinator.request("relu"));
+  for (int i = 0; i < 3; ++i) {
+    const std::vector<ca::WorkerLease> leases = coordinator.pool->lease(workers[i], 1, 1s);
+    REQUIRE(leases.size() == 1);
+    CHECK(leases[0].id == ticket.id);
+    CHECK(coordinator.pool->complete(workers[i], leases[0].lease, broken_gpu_result()));
+  }
+  const ca::PoolResult result = wait_for_result(ticket);
+  CHECK(result.outcome == ca::PoolOutcome::infrastructure_error);
+  CHECK(result.message.find("infrastructure errors on 3 remote workers") != std::string::npos);
+  CHECK(result.message.find("illegal memory access") != std::string::npos);
+  CHECK(coordinator.pool->lease(workers[3], 1, 20ms).empty());
+  const ca::PoolCounters counters = coordinator.pool->counters();
+  CHECK(counters.infrastructure_errors == 1);
+  CHECK(counters.requeued == 2);
+  CHECK(counters.quarantines == 0);
 }

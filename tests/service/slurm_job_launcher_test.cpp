@@ -3,15 +3,19 @@
 // (shell scripts that record their arguments, standard input and environment, and answer
 // what the test wrote for them): the batch script and options of one job and of a job
 // array, the worker's token passed by name only, Slurm's states read as launch states, a
-// job Slurm no longer knows read as ended, and each failure told with Slurm's words. The
-// real cluster is in tests/server/slurm_workers_process_test.py.
+// job Slurm no longer knows read as ended, each failure told with Slurm's words, and worker
+// arguments given as shell words arriving whole when the batch script runs. The real
+// cluster is in tests/server/slurm_workers_process_test.py.
 #include "catch.hpp"
 
+#include <cuda_agent/detail/shell_command.hpp>
+#include <cuda_agent/process.hpp>
 #include <cuda_agent/service/slurm_job_launcher.hpp>
 
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -119,6 +123,40 @@ TEST_CASE("slurm: one job runs its command exactly, with its token passed by nam
   // The command quoted for the shell, word by word, and exec'd (scancel's SIGTERM reaches it).
   CHECK(slurm.input("sbatch") ==
         "#!/bin/sh\nexec '/opt/cuda agent/bin/cuda-agent' worker --name w-0-0 --note 'it'\\''s'\n");
+}
+
+TEST_CASE("slurm: worker arguments given as shell words reach the worker whole through the batch script") {
+  // What `cuda-agent serve --worker-arguments` takes: words as a shell splits them.
+  CHECK(ca::detail::shell_words(" \t").empty());
+  CHECK(ca::detail::shell_words("$HOME *") == std::vector<std::string>{"$HOME", "*"});  // nothing expanded
+  CHECK_THROWS_AS(ca::detail::shell_words("--cache-dir '/scratch"), std::invalid_argument);
+  CHECK_THROWS_AS(ca::detail::shell_words("--note \"open"), std::invalid_argument);
+  CHECK_THROWS_AS(ca::detail::shell_words("--note end\\"), std::invalid_argument);
+
+  const FakeSlurm slurm;
+  slurm.answer("sbatch", "4243\n");
+  // A stand-in worker that writes its arguments, one a line, beside itself.
+  const fs::path program = slurm.directory / "bin" / "cuda agent";
+  write(program, "#!/bin/sh\nfor a in \"$@\"; do printf '%s\\n' \"$a\"; done > \"$0.args\"\n");
+  fs::permissions(program, fs::perms::owner_all);
+  ca::WorkerLaunch launch = worker("w-0-0");
+  launch.command = {program.string(), "worker"};
+  for (const std::string& word : ca::detail::shell_words(
+           R"(--slots-per-device 2 --cache-dir '/scratch/cuda agent' --note "it's \"here\" \\o/" a\ b '')"))
+    launch.command.push_back(word);
+  ca::SlurmJobLauncher launcher = slurm.launcher();
+  CHECK(launcher.submit(launch) == "4243");
+
+  // The batch script, run as a node runs it.
+  write(slurm.directory / "job.sh", slurm.input("sbatch"));
+  ca::ProcessSpec job;
+  job.argv = {"/bin/sh", (slurm.directory / "job.sh").string()};
+  REQUIRE(ca::run_process(job).succeeded());
+  std::vector<std::string> received;
+  std::istringstream lines(read(program.string() + ".args"));
+  for (std::string line; std::getline(lines, line);) received.push_back(line);
+  CHECK(received == std::vector<std::string>{"worker", "--slots-per-device", "2", "--cache-dir", "/scratch/cuda agent",
+                                             "--note", "it's \"here\" \\o/", "a b", ""});
 }
 
 TEST_CASE("slurm: workers started together are one job array, one task each") {

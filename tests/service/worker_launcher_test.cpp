@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // Workers kept alive through an engine (WorkerFleet over a WorkerLauncher), with a fake
 // engine the test drives: the first jobs submitted as asked, an ended job replaced after a
-// back-off, a refused submission tried again, replacements capped per time window, an
-// engine that cannot be reached at the start refused with its reason, and stop stopping
-// every job.
+// back-off, a refused submission tried again, replacements capped per time window, the job
+// of a quarantined worker stopped and replaced within that cap, an engine that cannot be
+// reached at the start refused with its reason, and stop stopping every job.
 #include "catch.hpp"
 
 #include <cuda_agent/service/worker_launcher.hpp>
@@ -252,6 +252,43 @@ TEST_CASE("replacements beyond the cap within the window make the fleet give up;
   fleet.stop();
   const std::lock_guard lock(books->mutex);
   CHECK(books->stopped == std::vector<std::string>{"job-w1-0"});
+}
+
+TEST_CASE("a job whose worker was quarantined is stopped and replaced, within the cap on replacements") {
+  auto books = std::make_shared<Books>();
+  ca::WorkerFleetOptions options = quick_options(2);
+  options.max_restarts = 1;
+  options.restart_window = 60s;
+  ca::WorkerFleet fleet(FakeEngine{books}, options);
+  fleet.start();
+  REQUIRE(eventually([&] { return fleet.status()["running"] == 2; }));
+  CHECK(fleet.status()["jobs"][1]["name"] == "w1-0");
+  CHECK_FALSE(fleet.replace("w7-0", "quarantined"));  // no job of this fleet
+
+  CHECK(fleet.replace("w1-0", "quarantined: 3 infrastructure errors in a row"));
+  REQUIRE(eventually([&] { return submissions(*books) == 3; }));
+  {
+    const std::lock_guard lock(books->mutex);
+    CHECK(books->stopped == std::vector<std::string>{"job-w1-0"});
+    CHECK(books->submitted[2].name == "w1-1");
+  }
+  REQUIRE(eventually([&] { return fleet.status()["jobs"][1]["state"] == "running"; }));
+  nlohmann::json status = fleet.status();
+  CHECK(status["replacements"] == 1);
+  CHECK(status["jobs"][1]["name"] == "w1-1");
+  CHECK(status["jobs"][1]["job"] == "job-w1-1");
+
+  // Beyond the cap: the fleet gives up replacing, and keeps the job (its worker takes no work).
+  CHECK(fleet.replace("w0-0", "quarantined: no CUDA device"));
+  REQUIRE(eventually([&] { return !fleet.status()["gave_up"].is_null(); }));
+  status = fleet.status();
+  CHECK(status["gave_up"].get<std::string>().find("the last was replaced: quarantined: no CUDA device") !=
+        std::string::npos);
+  CHECK(status["jobs"][0]["state"] == "running");
+  CHECK(submissions(*books) == 3);
+  fleet.stop();
+  const std::lock_guard lock(books->mutex);
+  CHECK(books->stopped == std::vector<std::string>{"job-w1-0", "job-w0-0", "job-w1-1"});
 }
 
 TEST_CASE("an engine that cannot say how a job stands does not get it replaced") {

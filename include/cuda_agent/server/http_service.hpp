@@ -16,12 +16,13 @@
 /// With remote workers (`cuda-agent serve --accept-workers`), the routes of `cuda-agent
 /// worker` (worker_protocol.hpp), which only worker tokens open:
 ///
-///   POST   /v1/workers                     {"name", "capacity", "description"}: its id
+///   POST   /v1/workers                     {"protocol", "name", "capacity", "description",
+///                                          "environment"}: its id
 ///   POST   /v1/workers/{id}/heartbeat      the leases cancelled since
 ///   POST   /v1/workers/{id}/lease[?wait=S] {"max": N}: up to N requests, with their files
 ///   POST   /v1/workers/{id}/results        {"lease", "result"}: whether it counted
 ///   DELETE /v1/workers/{id}                it leaves; what it held goes to others
-///   GET    /v1/workers                     the workers registered (client tokens)
+///   GET    /v1/workers                     the workers registered, quarantined or not (client tokens)
 ///
 /// With an `EpisodeService`, multi-turn episodes for agents and RL trainers:
 ///

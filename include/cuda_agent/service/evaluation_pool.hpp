@@ -11,10 +11,11 @@
 /// it. A verification that runs out of device memory beside other work goes again with
 /// the device to itself, and only a second failure there is the candidate's. Requests go by priority, then deadline,
 /// then arrival, never in waves; a request past its deadline or cancelled stops at the next stage; the number of
-/// requests not finished is bounded and a full pool says so (`PoolFull`). A repeated request (the same task, files,
-/// policy and environment) is answered from the cache without any work. Failures of the evaluation itself (a worker
-/// lost, a harness error) come back as infrastructure errors, never as the candidate's verdict, so that a trainer
-/// retries or skips the sample instead of scoring it; the slot's evaluator is replaced after one.
+/// requests not finished is bounded and a full pool says so (`PoolFull`). A repeated request (the same task, files
+/// and policy) is answered from the cache without any work, by a result of an environment that evaluates here now
+/// (see below). Failures of the evaluation itself (a worker lost, a harness error) come back as infrastructure
+/// errors, never as the candidate's verdict, so that a trainer retries or skips the sample instead of scoring it;
+/// the slot's evaluator is replaced after one.
 ///
 /// Admission by device memory (`device_memory_bytes`): the first verification of a task has
 /// its device to itself, and its evaluation reports what the reference used there (the
@@ -28,8 +29,24 @@
 /// (`complete`). Placement is by pull: a worker asks for as many as it has room for, and
 /// gets the requests that would go first here. A worker not heard from (`heartbeat`, or any
 /// call) within `worker_timeout` is lost: its requests go back to the queue, and what it
-/// sends later for them is dropped, so that every request has exactly one result. Results
-/// go into this pool's cache like its own.
+/// sends later for them is dropped, so that every request has exactly one result.
+///
+/// The result cache keeps each result under the environment that evaluated it: this pool's
+/// own (`EvaluationPoolOptions::environment`) or its worker's (`WorkerRegistration::
+/// environment`: GPU, driver, torch, harness). A request is answered from the cache only by
+/// a result of an environment that could evaluate it now: this pool's where it has slots, or
+/// that of a registered worker not quarantined. Workers of one environment share their
+/// results; a worker of another GPU or torch evaluates for itself. A worker that does not
+/// say its environment has its results passed on, never cached.
+///
+/// A worker whose GPU is broken turns every request into an infrastructure error. One whose
+/// last `quarantine_after` results were all infrastructure errors is quarantined: it stays
+/// registered (it still heartbeats, and says so in `remote_workers()`), gets no more
+/// requests, is told to stop what it holds, which goes back to the queue, and the host
+/// hears of it (`on_quarantine`, say to replace the worker). A request that a worker fails
+/// with an infrastructure error goes back to the queue for a worker that has not failed it,
+/// at most `worker_attempts` workers in all; the last error is its result, as it is at once
+/// where no other worker could take it.
 
 #include <algorithm>           // min_element, find, count_if, transform, max
 #include <cctype>              // tolower
@@ -51,7 +68,7 @@
 #include <string>              // string, to_string
 #include <system_error>        // error_code
 #include <thread>              // jthread
-#include <utility>             // move, exchange, pair
+#include <utility>             // move, exchange
 #include <vector>              // vector
 
 #include <nlohmann/json.hpp>
@@ -182,8 +199,10 @@ struct PoolCounters {
   /// known yet, or did not fit beside anything (with `device_memory_bytes` set).
   std::size_t admitted_alone = 0;
   /// Remote workers registered now; requests given back to the queue because their worker
-  /// was lost, left, or gave them back.
+  /// was lost, left, gave them back, was quarantined or failed them.
   std::size_t workers = 0, requeued = 0;
+  /// Remote workers quarantined now (registered, given no requests), and since the start.
+  std::size_t quarantined = 0, quarantines = 0;
   /// Time each device spent verifying or timing (overlapping verifications count once each).
   std::map<std::string, std::chrono::milliseconds> busy;
 
@@ -201,6 +220,19 @@ struct WorkerRegistration {
   std::size_t capacity = 1;
   /// Anything else worth showing (devices, versions); kept as given.
   nlohmann::json description = nlohmann::json::object();
+  /// What its verdicts depend on besides the request: its own pool's
+  /// `EvaluationPoolOptions::environment`. Its results are cached under it. Empty: unknown,
+  /// and what it sends is never cached.
+  std::string environment;
+};
+
+/// A remote worker as the pool sees it (`EvaluationPool::remote_workers()`).
+struct RemoteWorkerState {
+  WorkerRegistration registration;
+  /// Requests it holds now.
+  std::size_t holds = 0;
+  /// Why it was quarantined; empty while it takes requests.
+  std::string quarantined;
 };
 
 /// A registration accepted: the worker's id for its later calls, and how often it must be
@@ -261,6 +293,15 @@ struct EvaluationPoolOptions {
   bool remote_workers = false;
   /// A remote worker not heard from for this long is lost.
   std::chrono::milliseconds worker_timeout{30'000};
+  /// A remote worker whose last this many results were all infrastructure errors is
+  /// quarantined (an evaluated result starts the count again); 0: never.
+  std::size_t quarantine_after = 3;
+  /// Remote workers a request is tried on, at most, while each fails it with an
+  /// infrastructure error; then that error is its result.
+  std::size_t worker_attempts = 3;
+  /// Called when a remote worker is quarantined, with its id, its registration and why;
+  /// from the thread that sent its last result, with no lock of the pool held.
+  std::function<void(const std::string& worker, const WorkerRegistration&, const std::string& why)> on_quarantine;
   /// Called on every change of stage, from the pool's threads (or the one that submits or
   /// cancels), with no lock of the pool held: one call at a time, in the order of the events.
   std::function<void(const PoolEvent&)> on_event;
@@ -286,6 +327,8 @@ class EvaluationPool {
       throw std::invalid_argument("EvaluationPool needs at least one build worker");
     if (options_.remote_workers && options_.worker_timeout <= std::chrono::milliseconds{0})
       throw std::invalid_argument("EvaluationPool: worker_timeout must be positive");
+    if (options_.remote_workers && options_.worker_attempts == 0)
+      throw std::invalid_argument("EvaluationPool: worker_attempts must be positive");
     if (options_.max_pending == 0) throw std::invalid_argument("EvaluationPool: max_pending must be positive");
     if (!make_evaluator_) throw std::invalid_argument("EvaluationPool needs a factory of slot evaluators");
     if (options_.work_directory.empty())
@@ -332,6 +375,7 @@ class EvaluationPool {
     auto job = std::make_shared<Job>();
     job->request = std::move(request);
     job->accepted = std::chrono::steady_clock::now();
+    job->environment = options_.environment;
     const std::filesystem::path snapshot = options_.work_directory / ("request-" + detail::random_hex(8));
     try {
       const CandidateSources sources = read_candidate_sources(job->request.candidate_directory);
@@ -357,20 +401,15 @@ class EvaluationPool {
         job->id = job->request.id;
       ticket = Ticket{job->id, job->promise.get_future().share()};
       if (!job->cache_key.empty())
-        if (const auto hit = cache_.find(job->cache_key); hit != cache_.end()) {
-          PoolResult result = hit->second;
-          result.id = job->id;
-          result.cached = true;
-          result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
-          ++counters_.cache_hits;
-          ++counters_.evaluated;
+        if (std::optional<PoolResult> result = cache_hit(job->cache_key)) {
+          result->id = job->id;
           events.push_back(PoolEvent{job->id,
                                      PoolStage::finished,
                                      PoolOutcome::evaluated,
                                      {},
                                      ++events_made_,
-                                     std::make_shared<const PoolResult>(result)});
-          job->promise.set_value(std::move(result));
+                                     std::make_shared<const PoolResult>(*result)});
+          job->promise.set_value(std::move(*result));
           lock.unlock();
           emit(events);
           return ticket;
@@ -398,14 +437,8 @@ class EvaluationPool {
     if (!options_.cache_results) return std::nullopt;
     const std::string key = cache_key(request, files);
     const std::lock_guard lock(mutex_);
-    const auto hit = cache_.find(key);
-    if (hit == cache_.end()) return std::nullopt;
-    PoolResult result = hit->second;
-    result.id.clear();
-    result.cached = true;
-    result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
-    ++counters_.cache_hits;
-    ++counters_.evaluated;
+    std::optional<PoolResult> result = cache_hit(key);
+    if (result) result->id.clear();
     return result;
   }
 
@@ -470,8 +503,9 @@ class EvaluationPool {
     return std::exchange(known.cancelled, {});
   }
 
-  /// Up to `most` requests for `worker`, the ones that would go first here; waits up to
-  /// `wait` (at most half the worker timeout) while there is none. Throws UnknownWorker.
+  /// Up to `most` requests for `worker`, the ones that would go first here among those it
+  /// has not failed; waits up to `wait` (at most half the worker timeout) while there is
+  /// none. A quarantined worker gets none. Throws UnknownWorker.
   [[nodiscard]] std::vector<WorkerLease> lease(const std::string& worker, std::size_t most,
                                                std::chrono::milliseconds wait) {
     std::vector<PoolEvent> events;
@@ -480,11 +514,17 @@ class EvaluationPool {
       std::unique_lock lock(mutex_);
       (void)heard_from(worker);
       const auto until = std::chrono::steady_clock::now() + std::min(wait, options_.worker_timeout / 2);
-      work_.wait_until(lock, until,
-                       [&] { return closing_ || !build_queue_.empty() || !remote_workers_.contains(worker); });
+      const auto has_work = [&] {
+        const auto found = remote_workers_.find(worker);
+        return found == remote_workers_.end() || (found->second.quarantined.empty() &&
+                                                  std::any_of(build_queue_.begin(), build_queue_.end(),
+                                                              [&](const auto& job) { return may_take(*job, worker); }));
+      };
+      work_.wait_until(lock, until, [&] { return closing_ || has_work(); });
       RemoteWorker& holder = heard_from(worker);
-      while (!closing_ && taken.size() < most && !build_queue_.empty()) {
-        const auto first = first_of(build_queue_);
+      while (!closing_ && holder.quarantined.empty() && taken.size() < most) {
+        const auto first = first_of(build_queue_, [&](const Job& job) { return may_take(job, worker); });
+        if (first == build_queue_.end()) break;
         std::shared_ptr<Job> job = *first;
         build_queue_.erase(first);
         job->queued_for = since(job->accepted);
@@ -492,6 +532,8 @@ class EvaluationPool {
         job->lease = "lease-" + detail::random_hex(12);
         job->worker = worker;
         job->device = holder.registration.name;
+        job->environment.reset();
+        if (!holder.registration.environment.empty()) job->environment = holder.registration.environment;
         holder.leases.insert(job->lease);
         leases_.emplace(job->lease, job);
         move_to(job, PoolStage::on_worker, events);
@@ -520,10 +562,14 @@ class EvaluationPool {
 
   /// The result of `lease` from `worker`: true when it counts. False when the lease is no
   /// longer the worker's (its request was cancelled, or went back to the queue when the
-  /// worker was lost): the result is dropped. A result the worker did not evaluate
-  /// (cancelled there, say because it stopped) sends the request back to the queue.
+  /// worker was lost or quarantined): the result is dropped. A result the worker did not
+  /// evaluate (cancelled there, say because it stopped) sends the request back to the
+  /// queue; so does an infrastructure error, while another worker may try it (see the
+  /// file's comment), and it counts towards the worker's quarantine.
   bool complete(const std::string& worker, const std::string& lease, PoolResult result) {
     std::vector<PoolEvent> events;
+    std::optional<WorkerRegistration> quarantined;
+    std::string why;
     {
       std::unique_lock lock(mutex_);
       const auto found = leases_.find(lease);
@@ -532,18 +578,44 @@ class EvaluationPool {
       RemoteWorker& holder = heard_from(worker);
       holder.leases.erase(lease);
       leases_.erase(found);
+      // The infrastructure error the worker reports, if that is what it reports.
+      std::optional<std::string> failure;
+      if (result.outcome == PoolOutcome::infrastructure_error)
+        failure = result.message;
+      else if (const auto harness = harness_failure(result.outcome, result.evaluation))
+        failure = harness->message;
+      const bool failed = failure.has_value();
+      if (failed) {
+        ++holder.failures_in_a_row;
+        job->failed_on.insert(worker);
+      } else if (result.outcome == PoolOutcome::evaluated) {
+        holder.failures_in_a_row = 0;
+      }
       if (result.outcome == PoolOutcome::cancelled && !job->cancel_requested) {
+        requeue(job, events);
+      } else if (failed && !job->cancel_requested && job->failed_on.size() < options_.worker_attempts &&
+                 another_may_take(*job)) {
         requeue(job, events);
       } else {
         job->remote_evaluation = std::move(result.evaluation);
         job->building_for = result.building_for;
         job->on_device_for = result.on_device_for;
         if (!result.device.empty()) job->device = holder.registration.name + "/" + result.device;
+        if (failed && job->failed_on.size() > 1)
+          result.message = "infrastructure errors on " + std::to_string(job->failed_on.size()) +
+                           " remote workers; the last: " + result.message;
         finish(lock, job, result.outcome, std::move(result.message), events);
+      }
+      if (failed && holder.quarantined.empty() && options_.quarantine_after > 0 &&
+          holder.failures_in_a_row >= options_.quarantine_after) {
+        why = std::to_string(holder.failures_in_a_row) + " infrastructure errors in a row, the last: " + *failure;
+        quarantine(holder, why, events);
+        quarantined = holder.registration;
       }
     }
     work_.notify_all();
     emit(events);
+    if (quarantined && options_.on_quarantine) options_.on_quarantine(worker, *quarantined, why);
     return true;
   }
 
@@ -560,13 +632,13 @@ class EvaluationPool {
     return true;
   }
 
-  /// The remote workers registered now, by id: what each said of itself, and how many
-  /// requests it holds.
-  [[nodiscard]] std::map<std::string, std::pair<WorkerRegistration, std::size_t>> remote_workers() const {
+  /// The remote workers registered now, by id: what each said of itself, how many requests
+  /// it holds, and whether it is quarantined.
+  [[nodiscard]] std::map<std::string, RemoteWorkerState> remote_workers() const {
     const std::lock_guard lock(mutex_);
-    std::map<std::string, std::pair<WorkerRegistration, std::size_t>> workers;
+    std::map<std::string, RemoteWorkerState> workers;
     for (const auto& [id, worker] : remote_workers_)
-      workers.emplace(id, std::pair{worker.registration, worker.leases.size()});
+      workers.emplace(id, RemoteWorkerState{worker.registration, worker.leases.size(), worker.quarantined});
     return workers;
   }
 
@@ -592,6 +664,11 @@ class EvaluationPool {
     /// On a remote worker: its lease and the worker's id; its verdict once it sent one.
     std::string lease, worker;
     std::optional<Evaluation> remote_evaluation;
+    /// Where it is evaluated: this pool's environment, or its remote worker's (nothing: a
+    /// worker that did not say; its result is not cached).
+    std::optional<std::string> environment;
+    /// The remote workers that failed it with an infrastructure error: none takes it again.
+    std::set<std::string> failed_on;
     std::string device;
     std::chrono::steady_clock::time_point accepted, stage_started;
     std::chrono::milliseconds queued_for{0}, building_for{0}, on_device_for{0};
@@ -644,26 +721,68 @@ class EvaluationPool {
     bool timing_ = false;
   };
 
-  std::string cache_key(const EvaluationRequest& request, const std::map<std::string, std::string>& files) const {
+  /// What the request is, whoever evaluates it: the cache keeps results under this, then
+  /// under the environment that evaluated them.
+  static std::string cache_key(const EvaluationRequest& request, const std::map<std::string, std::string>& files) {
     detail::Sha256 hash;
     hash.update("task\n").update(request.task.content_hash()).update("\npolicy\n").update(request.policy.dump());
-    hash.update("\nenvironment\n").update(options_.environment).update("\nfiles\n");
+    hash.update("\nfiles\n");
     for (const auto& [path, content] : files)
       hash.update(path).update(std::string(1, '\0')).update(std::to_string(content.size())).update(content);
     return hash.hex_digest();
   }
 
-  /// The job that goes first: the highest priority, then the earliest deadline, then the
-  /// earliest arrival.
-  static JobQueue::iterator first_of(JobQueue& queue) {
-    return std::min_element(queue.begin(), queue.end(), [](const auto& a, const auto& b) {
-      if (a->request.priority != b->request.priority) return a->request.priority > b->request.priority;
-      const auto deadline = [](const Job& job) {
-        return job.request.deadline.value_or(std::chrono::steady_clock::time_point::max());
-      };
-      if (deadline(*a) != deadline(*b)) return deadline(*a) < deadline(*b);
-      return a->sequence < b->sequence;
+  /// Under the lock: the cached result of the request `key` names, from an environment that
+  /// could evaluate it now (counted as a cache hit), or nothing.
+  std::optional<PoolResult> cache_hit(const std::string& key) {
+    const auto entries = cache_.find(key);
+    if (entries == cache_.end()) return std::nullopt;
+    for (const auto& [environment, cached] : entries->second) {
+      if (!evaluates_in(environment)) continue;
+      PoolResult result = cached;
+      result.cached = true;
+      result.queued_for = result.building_for = result.on_device_for = std::chrono::milliseconds{0};
+      ++counters_.cache_hits;
+      ++counters_.evaluated;
+      return result;
+    }
+    return std::nullopt;
+  }
+
+  /// Under the lock: whether this pool's slots, or a remote worker that takes requests,
+  /// evaluate in `environment`.
+  [[nodiscard]] bool evaluates_in(const std::string& environment) const {
+    if (!options_.slots.empty() && environment == options_.environment) return true;
+    return std::any_of(remote_workers_.begin(), remote_workers_.end(), [&](const auto& entry) {
+      const RemoteWorker& worker = entry.second;
+      return worker.quarantined.empty() && !worker.registration.environment.empty() &&
+             worker.registration.environment == environment;
     });
+  }
+
+  /// Whether `a` goes before `b`: the higher priority, then the earlier deadline, then the
+  /// earlier arrival.
+  static bool goes_before(const Job& a, const Job& b) {
+    if (a.request.priority != b.request.priority) return a.request.priority > b.request.priority;
+    const auto deadline = [](const Job& job) {
+      return job.request.deadline.value_or(std::chrono::steady_clock::time_point::max());
+    };
+    if (deadline(a) != deadline(b)) return deadline(a) < deadline(b);
+    return a.sequence < b.sequence;
+  }
+
+  static JobQueue::iterator first_of(JobQueue& queue) {
+    return std::min_element(queue.begin(), queue.end(),
+                            [](const auto& a, const auto& b) { return goes_before(*a, *b); });
+  }
+
+  /// The job of `queue` that goes first among those `eligible` accepts (end: none).
+  template <class Eligible>
+  static JobQueue::iterator first_of(JobQueue& queue, Eligible eligible) {
+    auto first = queue.end();
+    for (auto job = queue.begin(); job != queue.end(); ++job)
+      if (eligible(**job) && (first == queue.end() || goes_before(**job, **first))) first = job;
+    return first;
   }
 
   static bool take_from(JobQueue& queue, const std::shared_ptr<Job>& job) {
@@ -718,12 +837,9 @@ class EvaluationPool {
     if (job->prepared) result.evaluation = std::move(job->prepared->evaluation);
     if (job->remote_evaluation) result.evaluation = std::move(job->remote_evaluation);
     if (!job->lease.empty()) release_lease(*job);
-    if (outcome == PoolOutcome::evaluated && result.evaluation) {
-      if (const auto rejection = result.evaluation->rejection();
-          rejection && rejection->reason == RejectionReason::harness_error) {
-        outcome = PoolOutcome::infrastructure_error;
-        message = rejection->message;
-      }
+    if (const auto harness = harness_failure(outcome, result.evaluation)) {
+      outcome = PoolOutcome::infrastructure_error;
+      message = harness->message;
     }
     job->infrastructure_failure = outcome == PoolOutcome::infrastructure_error;
     result.outcome = outcome;
@@ -748,7 +864,8 @@ class EvaluationPool {
         ++counters_.expired;
         break;
     }
-    if (outcome == PoolOutcome::evaluated && !job->cache_key.empty()) cache_.insert_or_assign(job->cache_key, result);
+    if (outcome == PoolOutcome::evaluated && !job->cache_key.empty() && job->environment)
+      cache_[job->cache_key].insert_or_assign(*job->environment, result);
     events.push_back(PoolEvent{job->id, PoolStage::finished, outcome, job->device, ++events_made_,
                                std::make_shared<const PoolResult>(result)});
     job->prepared.reset();
@@ -995,6 +1112,16 @@ class EvaluationPool {
     counters_.busy[device] += since(started);
   }
 
+  /// The harness's own failure in an evaluated verdict (not the candidate's: an
+  /// infrastructure error), if it is one.
+  [[nodiscard]] static std::optional<Rejection> harness_failure(PoolOutcome outcome,
+                                                                const std::optional<Evaluation>& evaluation) {
+    if (outcome != PoolOutcome::evaluated || !evaluation) return std::nullopt;
+    std::optional<Rejection> rejection = evaluation->rejection();
+    if (!rejection || rejection->reason != RejectionReason::harness_error) return std::nullopt;
+    return rejection;
+  }
+
   /// A fresh evaluator for a slot whose stage failed (its workers may be lost or wedged).
   void replace_evaluator(std::size_t index) {
     try {
@@ -1010,6 +1137,10 @@ class EvaluationPool {
     std::set<std::string> leases;
     /// Leases whose requests were cancelled, not told yet.
     std::vector<std::string> cancelled;
+    /// Its last results that were infrastructure errors, in a row.
+    std::size_t failures_in_a_row = 0;
+    /// Why it was quarantined (it gets no more requests); empty while it takes them.
+    std::string quarantined;
   };
 
   [[nodiscard]] std::chrono::milliseconds heartbeat_interval() const {
@@ -1044,15 +1175,43 @@ class EvaluationPool {
                std::vector<PoolEvent>& events) {
     release_lease(*job);
     job->device.clear();
+    job->environment = options_.environment;
     job->remote_evaluation.reset();
     ++counters_.requeued;
     move_to(job, PoolStage::queued, events);
     build_queue_.push_back(job);
   }
 
+  /// Under the lock: whether remote worker `worker` may take `job` (it has not failed it).
+  [[nodiscard]] static bool may_take(const Job& job, const std::string& worker) {
+    return !job.failed_on.contains(worker);
+  }
+
+  /// Under the lock: whether this pool's slots, or a remote worker that takes requests and
+  /// has not failed `job`, could evaluate it.
+  [[nodiscard]] bool another_may_take(const Job& job) const {
+    return !options_.slots.empty() ||
+           std::any_of(remote_workers_.begin(), remote_workers_.end(), [&](const auto& entry) {
+             return entry.second.quarantined.empty() && may_take(job, entry.first);
+           });
+  }
+
+  /// Under the lock: the worker gets no more requests, and is told to stop what it holds,
+  /// which goes back to the queue.
+  void quarantine(RemoteWorker& worker, const std::string& why, std::vector<PoolEvent>& events) {
+    worker.quarantined = why;
+    ++counters_.quarantined;
+    ++counters_.quarantines;
+    const std::set<std::string> held = worker.leases;
+    worker.cancelled.insert(worker.cancelled.end(), held.begin(), held.end());
+    for (const std::string& lease : held) requeue(leases_.at(lease), events);
+  }
+
   /// Under the lock: the worker is gone, and what it held goes back to the queue.
   void forget_worker(const std::string& worker, std::vector<PoolEvent>& events) {
-    const std::set<std::string> held = remote_workers_.at(worker).leases;
+    const RemoteWorker& gone = remote_workers_.at(worker);
+    if (!gone.quarantined.empty()) --counters_.quarantined;
+    const std::set<std::string> held = gone.leases;
     for (const std::string& lease : held) requeue(leases_.at(lease), events);
     remote_workers_.erase(worker);
     counters_.workers = remote_workers_.size();
@@ -1123,7 +1282,8 @@ class EvaluationPool {
   std::map<std::string, std::shared_ptr<Job>> jobs_;
   JobQueue build_queue_;
   JobQueue slot_queue_;
-  std::map<std::string, PoolResult> cache_;
+  /// Results by request (`cache_key`), then by the environment that evaluated them.
+  std::map<std::string, std::map<std::string, PoolResult>> cache_;
   /// Device memory a verification of each task needs, by the task's content hash.
   std::map<std::string, std::uint64_t> task_memory_;
   PoolCounters counters_;

@@ -216,9 +216,17 @@ class EvaluationService {
     return wait(id, std::chrono::milliseconds(0));
   }
 
-  /// Whether the service takes requests, what it evaluates with, and its counts.
+  /// Whether the service takes requests, what it evaluates with, and its counts; with
+  /// remote workers, the ones quarantined (`{"worker", "name", "why"}` each).
   [[nodiscard]] nlohmann::json health() const {
     const PoolCounters counters = pool_->counters();
+    nlohmann::json quarantined = nullptr;
+    if (options_.pool.remote_workers) {
+      quarantined = nlohmann::json::array();
+      for (const auto& [id, worker] : pool_->remote_workers())
+        if (!worker.quarantined.empty())
+          quarantined.push_back({{"worker", id}, {"name", worker.registration.name}, {"why", worker.quarantined}});
+    }
     const std::lock_guard lock(mutex_);
     nlohmann::json slots = nlohmann::json::array();
     for (const PoolSlot& slot : options_.pool.slots) slots.push_back(slot.device_name());
@@ -230,6 +238,7 @@ class EvaluationService {
         {"max_pending", options_.pool.max_pending},
         {"device_memory_bytes", options_.pool.device_memory_bytes},
         {"remote_workers", options_.pool.remote_workers ? nlohmann::json(counters.workers) : nlohmann::json(nullptr)},
+        {"quarantined_workers", std::move(quarantined)},
         {"recovered", recovered_}};
   }
 
@@ -276,8 +285,14 @@ class EvaluationService {
       family("cuda_agent_remote_workers", "gauge", "Remote workers registered.");
       out << "cuda_agent_remote_workers " << counters.workers << '\n';
       family("cuda_agent_evaluations_requeued_total", "counter",
-             "Evaluations given back to the queue: their remote worker was lost, left, or gave them back.");
+             "Evaluations given back to the queue: their remote worker was lost, left, gave them back, was "
+             "quarantined or failed them.");
       out << "cuda_agent_evaluations_requeued_total " << counters.requeued << '\n';
+      family("cuda_agent_remote_workers_quarantined", "gauge",
+             "Remote workers quarantined (given no requests) after infrastructure errors in a row.");
+      out << "cuda_agent_remote_workers_quarantined " << counters.quarantined << '\n';
+      family("cuda_agent_remote_workers_quarantined_total", "counter", "Remote workers quarantined since the start.");
+      out << "cuda_agent_remote_workers_quarantined_total " << counters.quarantines << '\n';
     }
     family("cuda_agent_device_busy_seconds_total", "counter", "Time each device spent verifying or timing.");
     for (const auto& [device, busy] : counters.busy)
@@ -314,15 +329,24 @@ class EvaluationService {
   /// is a 404 "unknown_worker" (it registers again); a service without remote workers
   /// answers every call with a 404 "no_remote_workers".
   ///
-  /// `{"name", "capacity", "description"}` in; `{"worker", "heartbeat_interval_ms", "timeout_ms"}` out.
+  /// `{"protocol", "name", "capacity", "description", "environment"}` in; `{"worker",
+  /// "heartbeat_interval_ms", "timeout_ms"}` out. A worker of another protocol version (one
+  /// from before workers said their environment) is refused: 400 "unsupported_protocol".
   nlohmann::json register_worker(const nlohmann::json& body) {
     needs_remote_workers();
     WorkerRegistration registration;
+    int protocol = 1;
     try {
+      protocol = body.value("protocol", 1);
       registration = body.get<WorkerRegistration>();
     } catch (const nlohmann::json::exception& error) {
       throw ServiceError(400, "invalid_request", std::string("a worker registration: ") + error.what());
     }
+    if (protocol != worker_protocol_version)
+      throw ServiceError(400, "unsupported_protocol",
+                         "this coordinator speaks worker protocol " + std::to_string(worker_protocol_version) +
+                             " (a worker says its environment when it registers), the worker " +
+                             std::to_string(protocol) + ": run the coordinator's version of cuda-agent worker");
     if (registration.capacity == 0 || registration.capacity > 4096)
       throw ServiceError(400, "invalid_request", "capacity: expects 1 to 4096 requests");
     return pool_->register_worker(registration);
@@ -366,12 +390,17 @@ class EvaluationService {
     return {{"worker", worker}, {"deregistered", true}};
   }
 
-  /// The remote workers registered now, and how many requests each holds.
+  /// The remote workers registered now, how many requests each holds, and why it is
+  /// quarantined (null: it takes requests).
   [[nodiscard]] nlohmann::json workers() const {
     needs_remote_workers();
     nlohmann::json list = nlohmann::json::array();
     for (const auto& [id, worker] : pool_->remote_workers())
-      list.push_back({{"worker", id}, {"registration", worker.first}, {"holds", worker.second}});
+      list.push_back(
+          {{"worker", id},
+           {"registration", worker.registration},
+           {"holds", worker.holds},
+           {"quarantined", worker.quarantined.empty() ? nlohmann::json(nullptr) : nlohmann::json(worker.quarantined)}});
     return {{"workers", list}};
   }
 

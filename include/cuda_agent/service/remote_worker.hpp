@@ -39,8 +39,9 @@ namespace cuda_agent {
 
 struct RemoteWorkerOptions {
   /// How the worker presents itself; a capacity of 0 means twice its pool's slots (one
-  /// candidate building while another is on the device).
-  WorkerRegistration registration{"worker", 0, nlohmann::json::object()};
+  /// candidate building while another is on the device), an empty environment its pool's
+  /// (`EvaluationPoolOptions::environment`: what its verdicts depend on).
+  WorkerRegistration registration{"worker", 0, nlohmann::json::object(), {}};
   /// How long one call for work waits while the coordinator has none.
   std::chrono::milliseconds lease_wait{5'000};
   /// The pause after a failed call to the coordinator, doubling from the first to the last.
@@ -75,6 +76,7 @@ class RemoteWorker {
       : link_(std::move(link)), options_(std::move(options)) {
     if (options_.registration.capacity == 0) options_.registration.capacity = 2 * pool_options.slots.size();
     if (options_.registration.capacity == 0) throw std::invalid_argument("a remote worker needs slots");
+    if (options_.registration.environment.empty()) options_.registration.environment = pool_options.environment;
     pool_options.remote_workers = false;
     pool_options.max_pending = std::max(pool_options.max_pending, options_.registration.capacity);
     pool_options.on_event = [this](const PoolEvent& event) { on_pool_event(event); };

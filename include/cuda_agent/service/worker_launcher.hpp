@@ -8,13 +8,14 @@
 /// run time, and `WorkerFleet`, which keeps a number of such jobs alive for a coordinator.
 ///
 /// Placing the processes on machines and GPUs is the engine's; so is starting them. The
-/// fleet only asks for a replacement when a job has ended without being told to, with a
-/// back-off and a cap on replacements per time window, so that a command that crashes at
-/// once does not become a loop of submissions. Which worker serves which request stays the
+/// fleet only asks for a replacement when a job has ended without being told to, or when
+/// the host asks it to replace a worker that runs but is no use (`replace`: its coordinator
+/// quarantined it), with a back-off and a cap on replacements per time window, so that a
+/// command that crashes at once does not become a loop of submissions. Which worker serves which request stays the
 /// coordinator's (`EvaluationPool` with `remote_workers`): a worker lost in the middle of a
 /// batch has its requests given to the others whether or not it is replaced.
 
-#include <algorithm>           // min, max, count_if
+#include <algorithm>           // min, max, find_if
 #include <chrono>              // steady_clock, milliseconds
 #include <concepts>            // same_as
 #include <condition_variable>  // condition_variable_any
@@ -31,7 +32,7 @@
 #include <string>              // string, to_string
 #include <thread>              // jthread, sleep_for
 #include <type_traits>         // remove_cvref_t, is_same_v
-#include <utility>             // move, forward, as_const
+#include <utility>             // move, forward, exchange
 #include <vector>              // vector
 
 #include <nlohmann/json.hpp>
@@ -203,8 +204,9 @@ struct WorkerFleetOptions {
   /// job that has run for `retry_last` clears the count.
   std::chrono::milliseconds retry_first{1'000};
   std::chrono::milliseconds retry_last{60'000};
-  /// At most this many replacements of ended jobs within `restart_window`. The one beyond
-  /// makes the fleet give up replacing (`status()` says why); what still runs is kept.
+  /// At most this many replacements (of ended jobs, and those `replace` asked for) within
+  /// `restart_window`. The one beyond makes the fleet give up replacing (`status()` says
+  /// why); what still runs is kept.
   std::size_t max_restarts = 10;
   std::chrono::milliseconds restart_window{600'000};
   /// How long `stop()` waits for the engine to report the stopped jobs ended.
@@ -261,7 +263,7 @@ class WorkerFleet {
       const std::lock_guard lock(mutex_);
       const Clock::time_point now = Clock::now();
       for (std::size_t index = 0; index < slots_.size(); ++index)
-        record_submission(slots_[index], std::move(jobs[index]), now);
+        record_submission(slots_[index], std::move(jobs[index]), launches[index].name, now);
     }
     thread_ = std::jthread([this](const std::stop_token& stop) { keep(stop); });
   }
@@ -277,8 +279,25 @@ class WorkerFleet {
     stop_jobs();
   }
 
-  /// The engine, the jobs (each with its state and the engine's message), the replacements
-  /// so far, and why the fleet gave up replacing where it did.
+  /// Stops the job of the worker launched as `name` (`WorkerLaunch::name`, which the worker
+  /// registers with) and submits its replacement, from the fleet's thread, within the cap on
+  /// replacements; beyond it the job is kept. False where no job of the fleet that has not
+  /// ended was launched as `name`.
+  bool replace(const std::string& name, const std::string& why) {
+    {
+      const std::lock_guard lock(mutex_);
+      const auto slot = std::find_if(slots_.begin(), slots_.end(), [&](const Slot& each) {
+        return each.name == name && each.state != LaunchState::ended;
+      });
+      if (slot == slots_.end()) return false;
+      slot->replace_because = why;
+    }
+    wake_.notify_all();
+    return true;
+  }
+
+  /// The engine, the jobs (each with its worker's name, its state and the engine's
+  /// message), the replacements so far, and why the fleet gave up replacing where it did.
   [[nodiscard]] nlohmann::json status() const {
     const std::lock_guard lock(mutex_);
     nlohmann::json jobs = nlohmann::json::array();
@@ -288,6 +307,7 @@ class WorkerFleet {
       if (slot.state == LaunchState::running) ++running;
       if (slot.state == LaunchState::pending) ++pending;
       jobs.push_back({{"job", slot.job.empty() ? nlohmann::json(nullptr) : nlohmann::json(slot.job)},
+                      {"name", slot.name},
                       {"state", to_string(slot.state)},
                       {"message", slot.message},
                       {"submissions", slot.submissions}});
@@ -306,9 +326,11 @@ class WorkerFleet {
   using Clock = std::chrono::steady_clock;
 
   struct Slot {
-    /// The engine's id of the worker's last job (empty: none yet), and how it stands; an
-    /// ended one waits for its replacement, unless `replace` is false.
+    /// The engine's id of the worker's last job (empty: none yet), the name it was launched
+    /// as, and how it stands; an ended one waits for its replacement, unless `replace` is
+    /// false.
     std::string job;
+    std::string name;
     LaunchState state = LaunchState::ended;
     std::string message;
     std::size_t submissions = 0;
@@ -317,6 +339,8 @@ class WorkerFleet {
     Clock::time_point next_submission{};
     Clock::time_point running_since{};
     bool replace = true;
+    /// Why `replace` asked to replace the running job; empty: it did not.
+    std::string replace_because;
   };
 
   [[nodiscard]] std::chrono::milliseconds back_off(std::size_t failures) const {
@@ -340,12 +364,14 @@ class WorkerFleet {
     const WorkerLaunch launch = options_.make_launch(index, attempt);
     std::string job = engine_.submit(launch);
     const std::lock_guard lock(mutex_);
-    record_submission(slots_[index], std::move(job), now);
+    record_submission(slots_[index], std::move(job), launch.name, now);
   }
 
   /// Under the lock: `slot`'s worker has a new job, pending.
-  static void record_submission(Slot& slot, std::string job, Clock::time_point now) {
+  static void record_submission(Slot& slot, std::string job, std::string name, Clock::time_point now) {
     slot.job = std::move(job);
+    slot.name = std::move(name);
+    slot.replace_because.clear();
     slot.state = LaunchState::pending;
     slot.message = "submitted";
     slot.running_since = now;
@@ -361,16 +387,24 @@ class WorkerFleet {
     }
   }
 
-  /// One look at worker `index`: submits where it is due, asks how its job stands, and
-  /// schedules a replacement when it has ended.
+  /// One look at worker `index`: submits where it is due, replaces a job `replace` asked
+  /// for, asks how its job stands, and schedules a replacement when it has ended.
   void tend(std::size_t index) {
     const Clock::time_point now = Clock::now();
     std::string job;
+    std::string replace_because;
     {
       const std::lock_guard lock(mutex_);
-      const Slot& slot = slots_[index];
+      Slot& slot = slots_[index];
       if (slot.state == LaunchState::ended && (!slot.replace || now < slot.next_submission)) return;
-      if (slot.state != LaunchState::ended) job = slot.job;
+      if (slot.state != LaunchState::ended) {
+        job = slot.job;
+        replace_because = std::exchange(slot.replace_because, {});
+      }
+    }
+    if (!replace_because.empty()) {
+      replace_running(index, job, replace_because, now);
+      return;
     }
     if (job.empty()) {
       try {
@@ -402,22 +436,49 @@ class WorkerFleet {
     slot.message = status.message;
     if (status.state != LaunchState::ended) return;
     // Ended without being told to: replace it, unless replacements come too fast.
+    if (!may_replace(slot, now, "the last job ended: " + status.message)) return;
+    notice("worker job " + job + " ended (" + status.message + "); a replacement in " +
+           std::to_string(back_off(slot.failures).count()) + " ms");
+  }
+
+  /// Stops worker `index`'s `job`, which runs but which `replace` was asked to replace
+  /// (`why`), and schedules its replacement; beyond the cap, keeps it.
+  void replace_running(std::size_t index, const std::string& job, const std::string& why, Clock::time_point now) {
+    {
+      const std::lock_guard lock(mutex_);
+      Slot& slot = slots_[index];
+      if (!may_replace(slot, now, "the last was replaced: " + why)) return;
+      slot.state = LaunchState::ended;
+      slot.message = "stopped to be replaced: " + why;
+      notice("worker job " + job + " is stopped to be replaced (" + why + "); a replacement in " +
+             std::to_string(back_off(slot.failures).count()) + " ms");
+    }
+    try {
+      engine_.stop(job);
+    } catch (const std::exception& error) {
+      notice("cannot stop worker job " + job + ": " + error.what());
+    }
+  }
+
+  /// Under the lock: counts a replacement of `slot`'s job and schedules it after the
+  /// back-off, or, beyond the cap on replacements within the window, gives up replacing
+  /// (`last` says what became of the last job) and returns false.
+  bool may_replace(Slot& slot, Clock::time_point now, const std::string& last) {
     while (!restarts_.empty() && now - restarts_.front() > options_.restart_window) restarts_.pop_front();
     if (!gave_up_.empty() || restarts_.size() >= options_.max_restarts) {
       if (gave_up_.empty()) {
         gave_up_ = std::to_string(restarts_.size()) + " replacements within " +
-                   std::to_string(options_.restart_window.count() / 1000) + " s; the last job ended: " + status.message;
+                   std::to_string(options_.restart_window.count() / 1000) + " s; " + last;
         notice("giving up replacing worker jobs: " + gave_up_);
       }
       slot.replace = false;
-      return;
+      return false;
     }
     restarts_.push_back(now);
     ++replacements_;
     ++slot.failures;
     slot.next_submission = now + back_off(slot.failures);
-    notice("worker job " + job + " ended (" + status.message + "); a replacement in " +
-           std::to_string(back_off(slot.failures).count()) + " ms");
+    return true;
   }
 
   /// Asks the engine to stop every job not known to have ended, then waits for it to say

@@ -3,8 +3,8 @@
 
 /// @file
 /// What a coordinator and its remote workers say to each other, whatever carries it: the
-/// `CoordinatorLink` concept (the calls a worker makes), and the JSON of a lease and of a
-/// result, as `cuda-agent serve` and `cuda-agent worker` send them over HTTP.
+/// `CoordinatorLink` concept (the calls a worker makes), and the JSON of a registration, a
+/// lease and a result, as `cuda-agent serve` and `cuda-agent worker` send them over HTTP.
 
 #include <chrono>     // milliseconds
 #include <concepts>   // same_as
@@ -71,14 +71,23 @@ concept CoordinatorLink = requires(L& link, const WorkerRegistration& registrati
 
 static_assert(CoordinatorLink<EvaluationPool>);
 
+/// The version of this protocol, which a registration carries as "protocol". 2: a worker
+/// says its environment when it registers (a registration without "protocol" is 1).
+inline constexpr int worker_protocol_version = 2;
+
 inline void to_json(nlohmann::json& out, const WorkerRegistration& registration) {
-  out = {{"name", registration.name}, {"capacity", registration.capacity}, {"description", registration.description}};
+  out = {{"protocol", worker_protocol_version},
+         {"name", registration.name},
+         {"capacity", registration.capacity},
+         {"description", registration.description},
+         {"environment", registration.environment}};
 }
 
 inline void from_json(const nlohmann::json& in, WorkerRegistration& registration) {
   registration.name = in.value("name", std::string());
   registration.capacity = in.value("capacity", std::size_t{1});
   registration.description = in.value("description", nlohmann::json::object());
+  registration.environment = in.value("environment", std::string());
 }
 
 inline void to_json(nlohmann::json& out, const WorkerGrant& grant) {
