@@ -6,7 +6,6 @@
 #include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/tasks/kernelbench_generation.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
-#include <cuda_agent/version.hpp>
 
 #include <algorithm>   // find, max
 #include <chrono>      // steady_clock
@@ -236,8 +235,7 @@ int run_bench(BenchOptions& options) {
   const nlohmann::json policy = {{"tolerance", settings.strict ? "strict" : "default"},
                                  {"timing", !settings.no_profile},
                                  {"device", options.local.device}};
-  pool.environment = std::string("cuda-agent ") + CUDA_AGENT_VERSION_STRING + " python " + settings.python.string() +
-                     " " + policy.dump();
+  pool.environment = evaluation_environment(options.local, devices, policy);
   pool.max_pending = std::max<std::size_t>(pool.max_pending, to_score.size() + 1);
   const std::filesystem::path work = options.out / "work";
   pool.work_directory = work / "pool";
