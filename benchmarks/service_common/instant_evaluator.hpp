@@ -19,7 +19,7 @@ namespace cuda_agent::benchmarks {
 /// Answers at once: correct, timed, nothing else.
 struct InstantEvaluator {
   PreparedCandidate prepare(const Task& task, const std::filesystem::path&) {
-    PreparedCandidate prepared{task, {}, {}, nullptr};
+    PreparedCandidate prepared{task, {}, {}, nullptr, {}};
     prepared.evaluation.compile.succeeded = true;
     return prepared;
   }

@@ -53,11 +53,13 @@ constexpr const char* serve_description =
     R"(Serves trusted evaluations over HTTP/JSON: POST /v1/evaluations (one request or
 {"requests": [...]}, ?wait=SECONDS to answer with the results), GET /v1/evaluations/ID,
 DELETE /v1/evaluations/ID, GET /v1/evaluations/ID/events (server-sent events),
-GET /healthz, GET /metrics. Requests follow resources/service/evaluation_request.schema.json.
+GET /healthz, GET /metrics. Requests follow resources/service/evaluation_request.schema.json;
+a request's "policy" may choose its tolerance profile, timing budget and reward, forbid
+libraries, and turn timing off (the server's own, in /healthz, fills in the rest).
 
 Episodes, for agents and RL trainers that run the model themselves: POST /v1/episodes
-({"task": ...}; answers with SKILL.md, the workspace's files and the tool specs),
-POST /v1/episodes/ID/tools/NAME (the call's arguments; runs in the episode's sandbox),
+({"task": ..., "policy": ...}; answers with SKILL.md, the workspace's files and the tool
+specs), POST /v1/episodes/ID/tools/NAME (the call's arguments; runs in the episode's sandbox),
 POST /v1/episodes/ID/finish (the trusted evaluation of its workspace), DELETE to close.
 The same as a NeMo-Gym resources server: POST /seed_session, POST /<tool>, POST /verify,
 POST /close_session, with the episode in a cookie. Idle episodes close after
@@ -391,6 +393,9 @@ int run_serve(ServeOptions& options) {
   service.allow_host_paths = options.allow_host_paths;
   service.policy = {{"tolerance", options.local.evaluator.strict ? "strict" : "default"},
                     {"timing", !options.local.evaluator.no_profile},
+                    {"timing_budget",
+                     {{"seconds", options.local.evaluator.timing_seconds}, {"max_rounds", TimingBudget{}.max_rounds}}},
+                    {"libraries", VerificationPolicy{}.libraries},
                     {"reward", options.reward},
                     {"device", options.local.device}};
   // A fix to the evaluator, or another GPU or torch, must not be answered from results the

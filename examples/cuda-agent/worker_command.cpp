@@ -36,8 +36,10 @@ constexpr const char* worker_description =
     R"(Serves a coordinator (cuda-agent serve --accept-workers) with the devices of this
 machine: registers, takes whole evaluation requests up to its free capacity, evaluates
 them in a pool of its own (builds on CPU workers, verification slots that share each
-device, timing alone on it) and sends back each result. It evaluates with the tolerance
-and timing the coordinator's /healthz reports, so that its verdicts are the coordinator's.
+device, timing alone on it) and sends back each result. Each request comes with its
+policy (tolerance profile, library policy, timing budget: the coordinator's own with the
+request's choices), which the worker evaluates with, so that its verdicts are the
+coordinator's.
 
 A coordinator that cannot be reached is tried again with back-off; one that lost this
 worker (it was not heard from in time) has given its requests to others: the worker drops

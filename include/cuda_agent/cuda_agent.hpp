@@ -11,6 +11,7 @@
 // Vocabulary.
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/message.hpp"
 #include "cuda_agent/process.hpp"

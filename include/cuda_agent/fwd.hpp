@@ -110,6 +110,9 @@ struct Reward;
 struct Tolerance;
 struct TolerancePolicy;
 
+// evaluation_policy.hpp
+struct EvaluationPolicy;
+
 // trajectory.hpp
 class TrajectoryWriter;
 

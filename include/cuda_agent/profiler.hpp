@@ -3,7 +3,8 @@
 
 /// @file
 /// The `Profiler` concept: time a verified candidate against the eager and
-/// `torch.compile` references fairly, and return distributions and verdicts.
+/// `torch.compile` references fairly, and return distributions and verdicts. Its
+/// refinement `PolicyProfiler` takes a request's timing budget with each call.
 
 #include <concepts>     // same_as
 #include <memory>       // unique_ptr, make_unique
@@ -11,6 +12,7 @@
 #include <utility>      // forward, move
 
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/task.hpp"
 
 namespace cuda_agent {
@@ -37,7 +39,32 @@ concept Profiler = requires(P& profiler, const Task& task, const Candidate& cand
   { profiler.profile(task, candidate) } -> std::same_as<ProfileResult>;
 };
 
-/// Holds any `Profiler` by value (move-only) behind one type.
+/// A profiler that takes a request's `EvaluationPolicy` with each call: its timing budget
+/// (seconds, rounds) replaces the profiler's own for that call alone.
+///
+/// Required expression, besides `Profiler`'s, for `const EvaluationPolicy& policy`:
+///   - `profiler.profile(task, candidate, policy)` returns a `ProfileResult`, as
+///     `profile(task, candidate)` does, within `policy`'s budget (an empty policy changes
+///     nothing).
+///
+/// A minimal conforming type (which measures nothing, whatever its budget):
+/// @code{.cpp}
+/// struct NoTimingWithinBudget {
+///   cuda_agent::ProfileResult profile(const cuda_agent::Task&, const cuda_agent::Candidate&,
+///                                     const cuda_agent::EvaluationPolicy& = {}) {
+///     return {};
+///   }
+/// };
+/// static_assert(cuda_agent::PolicyProfiler<NoTimingWithinBudget>);
+/// @endcode
+template <class P>
+concept PolicyProfiler = Profiler<P> &&
+    requires(P& profiler, const Task& task, const Candidate& candidate, const EvaluationPolicy& policy) {
+  { profiler.profile(task, candidate, policy) } -> std::same_as<ProfileResult>;
+};
+
+/// Holds any `Profiler` by value (move-only) behind one type. Models `PolicyProfiler`
+/// whatever it holds: a profiler that takes no policy times within its own budget.
 class AnyProfiler {
  public:
   template <class P>
@@ -49,25 +76,31 @@ class AnyProfiler {
   AnyProfiler& operator=(AnyProfiler&&) noexcept = default;
 
   [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate) {
-    return self_->profile(task, candidate);
+    return self_->profile(task, candidate, EvaluationPolicy{});
+  }
+  [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate, const EvaluationPolicy& policy) {
+    return self_->profile(task, candidate, policy);
   }
 
  private:
   struct Interface {
     virtual ~Interface() = default;
-    virtual ProfileResult profile(const Task& task, const Candidate& candidate) = 0;
+    virtual ProfileResult profile(const Task& task, const Candidate& candidate, const EvaluationPolicy& policy) = 0;
   };
   template <class P>
   struct Model final : Interface {
     explicit Model(P value) : profiler(std::move(value)) {}
-    ProfileResult profile(const Task& task, const Candidate& candidate) override {
-      return profiler.profile(task, candidate);
+    ProfileResult profile(const Task& task, const Candidate& candidate, const EvaluationPolicy& policy) override {
+      if constexpr (PolicyProfiler<P>)
+        return profiler.profile(task, candidate, policy);
+      else
+        return profiler.profile(task, candidate);
     }
     P profiler;
   };
   std::unique_ptr<Interface> self_;
 };
 
-static_assert(Profiler<AnyProfiler>);
+static_assert(PolicyProfiler<AnyProfiler>);
 
 }  // namespace cuda_agent

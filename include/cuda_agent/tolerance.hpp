@@ -4,8 +4,10 @@
 // (cuda_agent/torch/output_check.hpp), so that both judge a kernel alike.
 #pragma once
 
-#include <map>     // map
-#include <string>  // string
+#include <map>          // map
+#include <optional>     // optional, nullopt
+#include <string>       // string
+#include <string_view>  // string_view
 
 #include <nlohmann/json.hpp>
 
@@ -69,6 +71,17 @@ struct TolerancePolicy {
   }
   friend bool operator==(const TolerancePolicy&, const TolerancePolicy&) = default;
 };
+
+/// The tolerance profiles a request may name (`EvaluationPolicy::tolerance`), in words.
+inline constexpr std::string_view tolerance_profile_names = "default: the paper's, strict: KernelBench's";
+
+/// The tolerance profile `name`: "default" (`TolerancePolicy::paper()`) or "strict"
+/// (`TolerancePolicy::strict()`); nothing for another name.
+[[nodiscard]] inline std::optional<TolerancePolicy> tolerance_profile(std::string_view name) {
+  if (name == "default") return TolerancePolicy::paper();
+  if (name == "strict") return TolerancePolicy::strict();
+  return std::nullopt;
+}
 
 /// {"default": {"atol": .., "rtol": ..}, "<dtype>": {...}, "atol_scale": {"statistic": "rms",
 /// "floor": .., "ceiling": ..}}: the form the harness reads (no "atol_scale": atol unscaled).

@@ -5,8 +5,9 @@
 /// The `Verifier` concept: decide whether a built candidate computes the task's reference
 /// function, and if not, say why in terms a program and a model can act on. Its
 /// refinements name what a verifier may offer besides: `PrescreeningVerifier` (judge the
-/// sources before they are built) and `LibraryPolicyVerifier` (say what a task's build may
-/// link). `AnyVerifier` holds any verifier by value, `SharedVerifier` shares one.
+/// sources before they are built), `LibraryPolicyVerifier` (say what a task's build may
+/// link) and `PolicyVerifier` (take a request's policy with each call). `AnyVerifier` holds
+/// any verifier by value, `SharedVerifier` shares one.
 
 #include <concepts>     // same_as
 #include <map>          // map
@@ -18,6 +19,7 @@
 #include <utility>      // forward, move
 
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/task.hpp"
 
@@ -112,6 +114,49 @@ concept LibraryPolicyVerifier = Verifier<V> && requires(V& verifier, const Task&
   { verifier.library_policy(task) } -> std::same_as<LibraryPolicy>;
 };
 
+/// A verifier that takes a request's `EvaluationPolicy` with each call: its tolerance
+/// profile and library policy replace the verifier's own for that call alone, so that one
+/// verifier (and whatever it keeps warm) serves requests that chose differently.
+///
+/// Required expressions, besides those of `PrescreeningVerifier` and
+/// `LibraryPolicyVerifier`, for `V& verifier`, `const Task& task`, `const Candidate&
+/// candidate`, `const std::map<std::string, std::string>& files` and `const
+/// EvaluationPolicy& policy`, each doing what its form without `policy` does, under `policy`
+/// (an empty policy changes nothing):
+///   - `verifier.verify(task, candidate, policy)` returns a `VerificationResult`;
+///   - `verifier.prescreen(task, files, policy)` returns a `std::optional<Rejection>`;
+///   - `verifier.library_policy(task, policy)` returns the `LibraryPolicy` of the task.
+///
+/// A minimal conforming type (which accepts everything, and allows no library a request
+/// does not name):
+/// @code{.cpp}
+/// struct AcceptAll {
+///   cuda_agent::VerificationResult verify(const cuda_agent::Task&, const cuda_agent::Candidate&,
+///                                         const cuda_agent::EvaluationPolicy& = {}) {
+///     cuda_agent::VerificationResult result;
+///     result.correct = true;
+///     return result;
+///   }
+///   std::optional<cuda_agent::Rejection> prescreen(const cuda_agent::Task&, const std::map<std::string, std::string>&,
+///                                                  const cuda_agent::EvaluationPolicy& = {}) {
+///     return std::nullopt;
+///   }
+///   cuda_agent::LibraryPolicy library_policy(const cuda_agent::Task&,
+///                                            const cuda_agent::EvaluationPolicy& policy = {}) {
+///     return policy.libraries.value_or(cuda_agent::LibraryPolicy{}.for_task(false, false));
+///   }
+/// };
+/// static_assert(cuda_agent::PolicyVerifier<AcceptAll>);
+/// @endcode
+template <class V>
+concept PolicyVerifier = PrescreeningVerifier<V> && LibraryPolicyVerifier<V> &&
+    requires(V& verifier, const Task& task, const Candidate& candidate, const std::map<std::string, std::string>& files,
+             const EvaluationPolicy& policy) {
+  { verifier.verify(task, candidate, policy) } -> std::same_as<VerificationResult>;
+  { verifier.prescreen(task, files, policy) } -> std::same_as<std::optional<Rejection>>;
+  { verifier.library_policy(task, policy) } -> std::same_as<LibraryPolicy>;
+};
+
 /// Holds any `Verifier` by value (move-only) behind one type. Models `PrescreeningVerifier`
 /// whatever it holds: `prescreen` forwards to a held `PrescreeningVerifier` and gives no
 /// reason for any other. It does not model `LibraryPolicyVerifier` (there is no policy
@@ -163,8 +208,8 @@ static_assert(PrescreeningVerifier<AnyVerifier>);
 /// A verifier shared with something else that needs it (the Verify tool, the profiler's
 /// `WorkerTimingLauncher` borrowing HarnessVerifier's warm workers): forwards to the
 /// shared one, and models exactly the refinements `V` models (`PrescreeningVerifier`,
-/// `LibraryPolicyVerifier`), so that an evaluator holding it runs the same stages as one
-/// holding `V` itself.
+/// `LibraryPolicyVerifier`, `PolicyVerifier`), so that an evaluator holding it runs the same
+/// stages as one holding `V` itself.
 template <Verifier V>
 class SharedVerifier {
  public:
@@ -174,6 +219,7 @@ class SharedVerifier {
     static_assert(Verifier<SharedVerifier>);
     static_assert(PrescreeningVerifier<SharedVerifier> == PrescreeningVerifier<V>);
     static_assert(LibraryPolicyVerifier<SharedVerifier> == LibraryPolicyVerifier<V>);
+    static_assert(PolicyVerifier<SharedVerifier> == PolicyVerifier<V>);
   }
 
   [[nodiscard]] VerificationResult verify(const Task& task, const Candidate& candidate) {
@@ -187,6 +233,21 @@ class SharedVerifier {
 
   [[nodiscard]] LibraryPolicy library_policy(const Task& task) requires LibraryPolicyVerifier<V> {
     return verifier_->library_policy(task);
+  }
+
+  [[nodiscard]] VerificationResult verify(const Task& task, const Candidate& candidate,
+                                          const EvaluationPolicy& policy) requires PolicyVerifier<V> {
+    return verifier_->verify(task, candidate, policy);
+  }
+
+  [[nodiscard]] std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files,
+                                                   const EvaluationPolicy& policy) requires PolicyVerifier<V> {
+    return verifier_->prescreen(task, files, policy);
+  }
+
+  [[nodiscard]] LibraryPolicy library_policy(const Task& task,
+                                             const EvaluationPolicy& policy) requires PolicyVerifier<V> {
+    return verifier_->library_policy(task, policy);
   }
 
   [[nodiscard]] V& shared() noexcept { return *verifier_; }

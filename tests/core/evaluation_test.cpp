@@ -2,7 +2,11 @@
 #include "catch.hpp"
 
 #include <cuda_agent/evaluation.hpp>
+#include <cuda_agent/evaluation_policy.hpp>
 #include <cuda_agent/task.hpp>
+
+#include <stdexcept>
+#include <string>
 
 namespace ca = cuda_agent;
 
@@ -97,4 +101,42 @@ TEST_CASE("a task's content hash depends on the reference only", "[evaluation]")
   ca::Task changed = relu;
   changed.reference_source += " ";
   CHECK(changed.content_hash() != relu.content_hash());
+}
+
+TEST_CASE("a request's evaluation policy round-trips, and one no evaluator could apply names its field",
+          "[evaluation]") {
+  CHECK(ca::tolerance_profile("default") == ca::TolerancePolicy::paper());
+  CHECK(ca::tolerance_profile("strict") == ca::TolerancePolicy::strict());
+  CHECK_FALSE(ca::tolerance_profile("loose"));
+
+  ca::EvaluationPolicy policy;
+  CHECK(nlohmann::json(policy) == nlohmann::json::object());
+  policy.tolerance = "strict";
+  policy.libraries = ca::LibraryPolicy{};
+  policy.libraries->cudnn = false;
+  policy.timing_seconds = 1.5;
+  policy.timing_max_rounds = 60;
+  const nlohmann::json written = policy;
+  CHECK(written["timing_budget"] == nlohmann::json{{"seconds", 1.5}, {"max_rounds", 60}});
+  CHECK(written.get<ca::EvaluationPolicy>() == policy);
+  // What a service keeps to itself rides along, unread.
+  nlohmann::json with_host_keys = written;
+  with_host_keys["reward"] = "speedup";
+  with_host_keys["device"] = "cuda";
+  CHECK(with_host_keys.get<ca::EvaluationPolicy>() == policy);
+
+  const auto refusal = [](const nlohmann::json& json) {
+    try {
+      (void)json.get<ca::EvaluationPolicy>();
+    } catch (const std::invalid_argument& error) {
+      return std::string(error.what());
+    }
+    return std::string("accepted");
+  };
+  CHECK(refusal({{"tolerance", "loose"}}).find("policy.tolerance") != std::string::npos);
+  CHECK(refusal({{"tolerance", 3}}).find("policy") != std::string::npos);
+  CHECK(refusal({{"timing_budget", {{"seconds", 0}}}}).find("policy.timing_budget.seconds") != std::string::npos);
+  CHECK(refusal({{"timing_budget", {{"max_rounds", 0}}}}).find("policy.timing_budget.max_rounds") != std::string::npos);
+  CHECK(refusal({{"libraries", "none"}}).find("policy.libraries") != std::string::npos);
+  CHECK(refusal(nlohmann::json::array()) != "accepted");
 }

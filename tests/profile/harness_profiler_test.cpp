@@ -333,3 +333,28 @@ TEST_CASE("the profiler tells each side what it needs, and nothing more", "[prof
   CHECK(failure.rejection->reason == ca::RejectionReason::harness_error);
   CHECK_THAT(failure.rejection->message, Catch::Matchers::Contains("Traceback"));
 }
+
+TEST_CASE("a request's budget replaces the profiler's own for its session alone", "[profiling]") {
+  RecordingLauncher launcher;
+  launcher.answer = session(12, 1000, 800, 900);
+  auto requests = launcher.requests;
+  ca::HarnessProfilerOptions options;
+  options.budget.seconds = 5.0;
+  options.budget.max_rounds = 400;
+  ca::AnyProfiler profiler(ca::HarnessProfiler(options, std::move(launcher)));
+  ca::Candidate candidate;
+  candidate.source_directory = "/work/candidate";
+  ca::EvaluationPolicy policy;
+  policy.timing_seconds = 0.75;
+  policy.timing_max_rounds = 30;
+  const ca::ProfileResult within = profiler.profile(ca::testing::fixture_task(), candidate, policy);
+  const ca::ProfileResult own = profiler.profile(ca::testing::fixture_task(), candidate);
+  REQUIRE(requests->size() == 4);
+  CHECK((*requests)[0]["budget"]["time_s"] == 0.75);
+  CHECK((*requests)[0]["budget"]["max_rounds"] == 30);
+  CHECK((*requests)[0]["budget"]["min_rounds"] == options.budget.min_rounds);  // what it did not name stays
+  CHECK(within.details["budget"] == nlohmann::json{{"seconds", 0.75}, {"max_rounds", 30}});
+  CHECK((*requests)[2]["budget"]["time_s"] == 5.0);
+  CHECK((*requests)[2]["budget"]["max_rounds"] == 400);
+  CHECK(own.details["budget"] == nlohmann::json{{"seconds", 5.0}, {"max_rounds", 400}});
+}

@@ -170,6 +170,20 @@ TEST_CASE("over HTTP: every bad request gets its status and a JSON error") {
   result = client.Get("/v1/evaluations/x?wait=soon");
   CHECK(result->status == 400);
   CHECK(error_code(result) == "invalid_parameter");
+  // A policy the evaluation could not follow, its field named.
+  nlohmann::json loose = nlohmann::json::parse(request_body("plain"));
+  loose["policy"] = {{"tolerance", "loose"}};
+  result = client.Post("/v1/evaluations", loose.dump(), "application/json");
+  CHECK(result->status == 400);
+  CHECK(error_code(result) == "schema_violation");
+  CHECK(json_of(result)["error"]["message"].get<std::string>().find("policy.tolerance") != std::string::npos);
+  nlohmann::json permissive = nlohmann::json::parse(request_body("plain"));
+  permissive["policy"] = {{"libraries", {{"dynamic_loading", true}}}};
+  result = client.Post("/v1/evaluations", permissive.dump(), "application/json");
+  CHECK(result->status == 400);
+  CHECK(error_code(result) == "unsupported_policy");
+  CHECK(json_of(result)["error"]["message"].get<std::string>().find("policy.libraries.dynamic_loading") !=
+        std::string::npos);
   // Over the client's limit: 429 until one finishes.
   CHECK(client.Post("/v1/evaluations", request_body("hold"), "application/json")->status == 202);
   result = client.Post("/v1/evaluations", request_body("plain"), "application/json");
@@ -235,7 +249,7 @@ TEST_CASE("over HTTP: a NeMo-Gym-shaped client seeds a session, calls tools with
   auto client = served.client();
   // A data row as NeMo-Gym sends it: the Responses API parameters, and the fields of ours.
   const std::string row = std::string(R"({"responses_create_params": {"input": [{"role": "user", "content": "go"}]},
-                                          "task": )") +
+                                          "policy": {"tolerance": "strict"}, "task": )") +
                           relu_task + "}";
   httplib::Result seeded = client.Post("/seed_session", row, "application/json");
   REQUIRE(seeded);
@@ -280,6 +294,8 @@ TEST_CASE("over HTTP: a NeMo-Gym-shaped client seeds a session, calls tools with
   CHECK(verdict["mask_sample"] == false);
   CHECK(verdict["response"]["id"] == "resp-1");
   CHECK(verdict["evaluation"]["outcome"] == "evaluated");
+  // Evaluated with the policy the data row chose.
+  CHECK(verdict["evaluation"]["policy"]["tolerance"] == "strict");
   // Tools end with the episode's evaluation.
   CHECK(error_code(client.Post("/Read", session, R"({"file_path": "model.py"})", "application/json")) ==
         "episode_finished");
@@ -298,8 +314,11 @@ TEST_CASE("over HTTP: the episode routes open, run tools, finish and close an ep
   options.tokens = {{trainer_token, "trainer"}, {"another-token-0123456789", "other"}};
   Served served(options);
   auto client = served.client(trainer_token);
-  httplib::Result opened = client.Post(
-      "/v1/episodes", std::string(R"({"task": )") + relu_task + R"(, "metadata": {"sample": 3}})", "application/json");
+  httplib::Result opened =
+      client.Post("/v1/episodes",
+                  std::string(R"({"task": )") + relu_task +
+                      R"(, "metadata": {"sample": 3}, "policy": {"timing_budget": {"seconds": 0.5}}})",
+                  "application/json");
   REQUIRE(opened);
   CHECK(opened->status == 201);
   const nlohmann::json episode = json_of(opened);
@@ -307,6 +326,7 @@ TEST_CASE("over HTTP: the episode routes open, run tools, finish and close an ep
   CHECK(episode["skill"].get<std::string>().size() > 100);
   CHECK(episode["files"].contains("model.py"));
   CHECK(episode["client"] == "trainer");
+  CHECK(episode["policy"]["timing_budget"]["seconds"] == 0.5);
 
   const std::string tools = "/v1/episodes/" + id + "/tools/";
   const nlohmann::json listed = json_of(client.Post(tools + "Glob", R"({"pattern": "**/*.py"})", "application/json"));
@@ -319,12 +339,17 @@ TEST_CASE("over HTTP: the episode routes open, run tools, finish and close an ep
   CHECK(served.client().Post(tools + "Glob", "{}", "application/json")->status == 401);
   CHECK(error_code(client.Post("/v1/episodes", R"({"task": {"name": "x"}, "extra": 1})", "application/json")) ==
         "schema_violation");
+  CHECK(error_code(client.Post("/v1/episodes",
+                               std::string(R"({"task": )") + relu_task + R"(, "policy": {"tolerance": "loose"}})",
+                               "application/json")) == "schema_violation");
 
   httplib::Result finished = client.Post("/v1/episodes/" + id + "/finish?wait=30", "", "application/json");
   REQUIRE(finished);
   CHECK(finished->status == 200);
   const nlohmann::json evaluation = json_of(finished)["evaluation"];
   CHECK(evaluation["reward"]["value"] == 1);
+  CHECK(evaluation["policy"]["timing_budget"]["seconds"] == 0.5);
+  CHECK(evaluation["evaluation"]["profile"]["details"]["policy"]["timing_budget"]["seconds"] == 0.5);
   CHECK(evaluation["metadata"]["sample"] == 3);
   CHECK(evaluation["client"] == "trainer");
   // The evaluation is one of the service's: readable where every evaluation is.

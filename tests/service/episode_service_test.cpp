@@ -59,6 +59,17 @@ struct CounterTool {
   }
 };
 
+/// A tool that says the evaluation policy its episode was equipped with.
+struct PolicyTool {
+  std::string policy;
+  [[nodiscard]] std::string_view name() const { return "Policy"; }
+  [[nodiscard]] std::string_view description() const { return "Says the episode's evaluation policy."; }
+  [[nodiscard]] nlohmann::json parameters() const {
+    return {{"type", "object"}, {"properties", nlohmann::json::object()}};
+  }
+  ca::ToolResult invoke(const nlohmann::json&, ca::ToolContext&) { return ca::ToolResult::success(policy); }
+};
+
 struct EpisodeFixture {
   std::shared_ptr<Script> script = std::make_shared<Script>();
   std::filesystem::path root =
@@ -101,6 +112,13 @@ struct EpisodeFixture {
 
   std::unique_ptr<ca::EpisodeService> service(ca::EpisodeServiceOptions options) {
     return std::make_unique<ca::EpisodeService>(std::move(options), *evaluations, toolbox());
+  }
+  /// Episodes whose tools include Policy.
+  std::unique_ptr<ca::EpisodeService> service_telling_policies() {
+    return std::make_unique<ca::EpisodeService>(options(), *evaluations, [](const ca::EpisodeSetup& setup) {
+      const std::string policy = nlohmann::json(setup.policy).dump();
+      return ca::testing::trusting_toolbox([policy](ca::ToolRegistry& tools) { tools.add(PolicyTool{policy}); })(setup);
+    });
   }
   std::unique_ptr<ca::EpisodeService> service() { return service(options()); }
 };
@@ -301,6 +319,64 @@ TEST_CASE("episode service: a service started again on the directory reopens its
   CHECK(episodes->status(open_id, "trainer")["metadata"]["rollout"] == 7);
   CHECK(status_of([&] { (void)episodes->status(open_id, "local"); }) == 404);
   CHECK(episodes->finish(finished_id, 0ms, "trainer")["evaluation"]["id"] == evaluation_id);
+}
+
+TEST_CASE("episode service: an episode opened with a policy gives it to its tools and finishes with it", "[service]") {
+  EpisodeFixture fixture;
+  std::string id;
+  {
+    auto episodes = fixture.service_telling_policies();
+    nlohmann::json request = opening("strict_task");
+    request["policy"] = {{"tolerance", "strict"}, {"libraries", {{"cublas", false}}}};
+    const nlohmann::json opened = episodes->open(request);
+    id = opened["id"];
+    // The evaluation service's policy with the episode's choices.
+    nlohmann::json expected = ca::EvaluationServiceOptions{}.policy;
+    expected["tolerance"] = "strict";
+    expected["libraries"]["cublas"] = false;
+    CHECK(opened["policy"] == expected);
+    const nlohmann::json told = nlohmann::json::parse(
+        episodes->call_tool(id, "Policy", nlohmann::json::object())["content"].get<std::string>());
+    CHECK(told["tolerance"] == "strict");
+    CHECK(told["libraries"]["cublas"] == false);
+  }
+  // Kept across a restart, and the trusted evaluation uses it.
+  auto episodes = fixture.service_telling_policies();
+  CHECK(episodes->status(id)["policy"]["tolerance"] == "strict");
+  const nlohmann::json evaluation = episodes->finish(id, 30s)["evaluation"];
+  REQUIRE(evaluation["outcome"] == "evaluated");
+  CHECK(evaluation["policy"]["tolerance"] == "strict");
+  CHECK(evaluation["policy"]["libraries"]["cublas"] == false);
+  CHECK(evaluation["evaluation"]["verification"]["details"]["policy"]["tolerance"] == "strict");
+
+  // One that names nothing gets the evaluation service's own.
+  const nlohmann::json plain = episodes->open(opening());
+  CHECK(plain["policy"] == ca::EvaluationServiceOptions{}.policy);
+  CHECK(episodes->finish(plain["id"], 30s)["evaluation"]["policy"] == ca::EvaluationServiceOptions{}.policy);
+
+  // A policy the evaluation could not follow opens nothing, and the refusal names the field.
+  const auto refusal_of = [&](const nlohmann::json& policy) {
+    nlohmann::json request = opening();
+    request["policy"] = policy;
+    try {
+      (void)episodes->open(request);
+    } catch (const ca::ServiceError& error) {
+      CHECK(error.status() == 400);
+      return error.code() + ": " + error.what();
+    }
+    return std::string("opened");
+  };
+  const std::size_t open_before = episodes->size();
+  std::string refused = refusal_of({{"tolerance", "loose"}});
+  CHECK(refused.find("schema_violation") == 0);
+  CHECK(refused.find("tolerance") != std::string::npos);
+  refused = refusal_of({{"timing_budget", {{"seconds", -1}}}});
+  CHECK(refused.find("timing_budget.seconds") != std::string::npos);
+  refused = refusal_of({{"device", "cuda"}});
+  CHECK(refused.find("unsupported_policy") == 0);
+  CHECK(refused.find("policy.device") != std::string::npos);
+  CHECK(refusal_of(3).find("schema_violation") == 0);
+  CHECK(episodes->size() == open_before);
 }
 
 TEST_CASE("episode service: at most max_episodes are open, and none while the service drains", "[service]") {

@@ -252,6 +252,37 @@ TEST_CASE("a repeated request is answered from the cache, a changed file or poli
   CHECK(pool->counters().cache_hits == 1);
 }
 
+TEST_CASE("a request's policy reaches the evaluators with its candidate, and one none could apply is refused") {
+  Fixture fixture;
+  auto pool = fixture.pool({});
+  ca::EvaluationRequest request = fixture.request("plain");
+  request.policy = {{"tolerance", "strict"},
+                    {"libraries", {{"cudnn", false}}},
+                    {"timing_budget", {{"seconds", 0.25}, {"max_rounds", 20}}},
+                    {"reward", "speedup"}};
+  const ca::PoolResult result = wait(pool->submit(request));
+  REQUIRE(result.outcome == ca::PoolOutcome::evaluated);
+  REQUIRE(result.evaluation);
+  // Verified and timed under it (the keys the host keeps to itself, like "reward", stay here;
+  // the library policy's fields left out are the library's defaults).
+  nlohmann::json expected = request.policy;
+  expected.erase("reward");
+  expected["libraries"] = ca::LibraryPolicy{};
+  expected["libraries"]["cudnn"] = false;
+  CHECK(result.evaluation->verification->details["policy"] == expected);
+  REQUIRE(result.evaluation->profile);
+  CHECK(result.evaluation->profile->details["policy"] == expected);
+
+  for (const nlohmann::json& policy :
+       {nlohmann::json{{"tolerance", "loose"}}, nlohmann::json{{"timing_budget", {{"seconds", -1}}}},
+        nlohmann::json{{"libraries", {{"cublas", "yes"}}}}}) {
+    INFO(policy.dump());
+    request.policy = policy;
+    CHECK_THROWS_AS((void)pool->submit(request), std::invalid_argument);
+  }
+  CHECK(fixture.script->prepared["plain"] == 1);
+}
+
 TEST_CASE("the files are taken when the request is accepted") {
   Fixture fixture;
   ca::EvaluationPoolOptions options;

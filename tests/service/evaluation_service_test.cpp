@@ -1,9 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // The evaluation service without its HTTP: requests checked against their schema, results
 // and progress, client limits, cancellation, the journal that survives the service, drain,
-// and remote workers' registrations and quarantine as JSON.
+// remote workers' registrations and quarantine as JSON, and each request's own policy (with
+// the scripted evaluator, then the trusted one on a CPU slot, [python]).
 #include "catch.hpp"
 
+#include <cuda_agent/evaluate/trusted_evaluator.hpp>
+#include <cuda_agent/profile/harness_profiler.hpp>
+#include <cuda_agent/profile/worker_timing_launcher.hpp>
 #include <cuda_agent/resources.hpp>
 #include <cuda_agent/service/evaluation_service.hpp>
 
@@ -15,7 +19,9 @@
 #include <thread>
 #include <vector>
 
+#include "profile/test_support.hpp"
 #include "service/scripted_evaluator.hpp"
+#include "verify/verify_support.hpp"
 
 namespace ca = cuda_agent;
 using namespace std::chrono_literals;
@@ -138,10 +144,10 @@ TEST_CASE("a request that does not fit its schema is refused with the field name
   body["candidate"] = {{"directory", "/etc"}};
   CHECK(refusal([&] { service->submit(body); }).code() == "host_paths_refused");
   body = request("plain");
-  body["policy"] = {{"tolerance", "strict"}};
+  body["policy"] = {{"device", "cuda"}};
   error = refusal([&] { service->submit(body); });
   CHECK(error.code() == "unsupported_policy");
-  CHECK(std::string(error.what()).find("\"default\"") != std::string::npos);
+  CHECK(std::string(error.what()).find("\"cpu\"") != std::string::npos);
 
   // One bad request in a batch refuses the whole batch, and says which.
   nlohmann::json batch = {{"requests", {request("plain"), request("plain")}}};
@@ -208,7 +214,7 @@ TEST_CASE("an evaluation runs to its reward, and its progress reads from queued 
   CHECK(metrics.find("# TYPE cuda_agent_device_busy_seconds_total counter") != std::string::npos);
 }
 
-TEST_CASE("a request chooses its reward and may verify only; the rest of the policy is the server's") {
+TEST_CASE("a request chooses its reward and may verify only, and never evaluates otherwise than it asked") {
   ServiceFixture fixture;
   auto service = fixture.service();
   nlohmann::json verify_only = request("plain", "verify-only");
@@ -238,10 +244,127 @@ TEST_CASE("a request chooses its reward and may verify only; the rest of the pol
   const std::string again = service->submit(timed_again)["evaluations"][0]["id"];
   CHECK_FALSE(profile_of(finished(*service, again)).is_null());
 
-  // Timing a server does not do, or another tolerance, is refused rather than evaluated otherwise.
-  nlohmann::json strict = request("plain");
-  strict["policy"] = {{"tolerance", "strict"}, {"reward", "speedup"}};
-  CHECK(refusal([&] { service->submit(strict); }).code() == "unsupported_policy");
+  // Another device, or timing a server does not do, is refused rather than evaluated otherwise.
+  nlohmann::json elsewhere = request("plain");
+  elsewhere["policy"] = {{"device", "cuda"}, {"reward", "speedup"}};
+  CHECK(refusal([&] { service->submit(elsewhere); }).code() == "unsupported_policy");
+  ca::EvaluationServiceOptions untimed_options = fixture.options();
+  untimed_options.state_directory = fixture.root / "untimed-state";
+  untimed_options.policy["timing"] = false;
+  service.reset();
+  service = fixture.service(untimed_options);
+  nlohmann::json timed = request("plain");
+  timed["policy"] = {{"timing", true}};
+  const ca::ServiceError error = refusal([&] { service->submit(timed); });
+  CHECK(error.code() == "unsupported_policy");
+  CHECK(std::string(error.what()).find("policy.timing") != std::string::npos);
+}
+
+TEST_CASE(
+    "a request's tolerance, libraries and timing budget reach the evaluator over the server's own, and its "
+    "result says what it used") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  nlohmann::json body = request("plain");
+  body["policy"] = {{"tolerance", "strict"}, {"libraries", {{"cublas", false}}}, {"timing_budget", {{"seconds", 0.5}}}};
+  const nlohmann::json status = finished(*service, submit_one(*service, body));
+  REQUIRE(status["outcome"] == "evaluated");
+  // The server's policy with the request's choices, field by field.
+  nlohmann::json expected = ca::EvaluationServiceOptions{}.policy;
+  expected["tolerance"] = "strict";
+  expected["libraries"]["cublas"] = false;
+  expected["timing_budget"]["seconds"] = 0.5;
+  CHECK(status["policy"] == expected);
+  // The evaluator took just that, for the verification and for the timing.
+  const nlohmann::json taken = status["policy"].get<ca::EvaluationPolicy>();
+  CHECK(taken["timing_budget"] == nlohmann::json{{"seconds", 0.5}, {"max_rounds", 400}});
+  CHECK(status["evaluation"]["verification"]["details"]["policy"] == taken);
+  CHECK(status["evaluation"]["profile"]["details"]["policy"] == taken);
+  // A request that chose nothing gets the server's own, and says so.
+  const nlohmann::json plain = finished(*service, submit_one(*service, request("plain")));
+  CHECK(plain["policy"] == ca::EvaluationServiceOptions{}.policy);
+  CHECK(plain["evaluation"]["verification"]["details"]["policy"]["tolerance"] == "default");
+  // The policy used is part of every status, as the shipped schema says.
+  const nlohmann::json status_schema =
+      nlohmann::json::parse(*ca::embedded_resource("service/evaluation_status.schema.json"));
+  CHECK(status_schema["properties"].contains("policy"));
+  CHECK(ca::detail::schema_violations(status_schema, status).empty());
+}
+
+TEST_CASE(
+    "a policy that names the server's defaults is the same request as one that names none, and another "
+    "tolerance or budget is not") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const nlohmann::json body = request("plain");
+  CHECK(finished(*service, submit_one(*service, body))["cached"] == false);
+  // Every default named, the seconds as an integer: the same effective policy, one cached result.
+  nlohmann::json explicit_defaults = body;
+  explicit_defaults["policy"] = {{"tolerance", "default"},
+                                 {"timing", true},
+                                 {"timing_budget", {{"seconds", 2}, {"max_rounds", 400}}},
+                                 {"libraries", {{"cublas", true}, {"derive_from_reference", true}}},
+                                 {"reward", "milestone"},
+                                 {"device", "cpu"}};
+  const nlohmann::json again = service->submit(explicit_defaults)["evaluations"][0];
+  CHECK(again["stage"] == "finished");
+  CHECK(again["cached"] == true);
+  CHECK(again["policy"] == ca::EvaluationServiceOptions{}.policy);
+  // What changes a verdict or a timing is another request.
+  for (const nlohmann::json& policy :
+       {nlohmann::json{{"tolerance", "strict"}}, nlohmann::json{{"timing_budget", {{"max_rounds", 50}}}},
+        nlohmann::json{{"libraries", {{"cudnn", false}}}}}) {
+    INFO(policy.dump());
+    nlohmann::json other = body;
+    other["policy"] = policy;
+    const nlohmann::json answer = service->submit(other)["evaluations"][0];
+    CHECK(answer["stage"] == "queued");
+    CHECK(finished(*service, answer["id"])["cached"] == false);
+  }
+  CHECK(fixture.script->prepared["plain"] == 4);
+}
+
+TEST_CASE("a policy no evaluation could follow is refused with its field named, and nothing runs") {
+  ServiceFixture fixture;
+  auto service = fixture.service();
+  const auto refused = [&](const nlohmann::json& policy, const std::string& field, const std::string& code) {
+    INFO(policy.dump());
+    nlohmann::json body = request("plain");
+    body["policy"] = policy;
+    const ca::ServiceError error = refusal([&] { service->submit(body); });
+    CHECK(error.status() == 400);
+    CHECK(error.code() == code);
+    INFO(error.what());
+    CHECK(std::string(error.what()).find(field) != std::string::npos);
+  };
+  refused({{"tolerance", "loose"}}, "policy.tolerance", "schema_violation");
+  refused({{"tolerance", 0.01}}, "policy.tolerance", "schema_violation");
+  refused({{"timing_budget", {{"seconds", 0}}}}, "policy.timing_budget.seconds", "schema_violation");
+  refused({{"timing_budget", {{"seconds", 3600}}}}, "policy.timing_budget.seconds", "schema_violation");
+  refused({{"timing_budget", {{"max_rounds", 1}}}}, "policy.timing_budget.max_rounds", "schema_violation");
+  refused({{"timing_budget", {{"max_rounds", 2.5}}}}, "policy.timing_budget.max_rounds", "schema_violation");
+  refused({{"timing_budget", {{"minutes", 1}}}}, "minutes", "schema_violation");
+  refused({{"libraries", {{"cublas", "no"}}}}, "policy.libraries.cublas", "schema_violation");
+  refused({{"libraries", {{"mkl", false}}}}, "mkl", "schema_violation");
+  // The server allows no torch compute in the extension: a request may forbid more, not allow more.
+  refused({{"libraries", {{"torch_compute_in_extension", true}}}}, "policy.libraries.torch_compute_in_extension",
+          "unsupported_policy");
+  refused({{"libraries", {{"derive_from_reference", false}}}}, "policy.libraries.derive_from_reference",
+          "unsupported_policy");
+  // In a batch, the request is named too.
+  nlohmann::json batch = {{"requests", {request("plain"), request("plain")}}};
+  batch["requests"][1]["policy"] = {{"tolerance", "loose"}};
+  const ca::ServiceError error = refusal([&] { service->submit(batch); });
+  CHECK(std::string(error.what()).find("requests[1]") != std::string::npos);
+  CHECK(std::string(error.what()).find("policy.tolerance") != std::string::npos);
+  // A server whose policy leaves a field out lets no request choose it.
+  ca::EvaluationServiceOptions options = fixture.options();
+  options.state_directory = fixture.root / "fixed-state";
+  options.policy.erase("timing_budget");
+  service.reset();
+  service = fixture.service(options);
+  refused({{"timing_budget", {{"seconds", 1}}}}, "policy.timing_budget", "unsupported_policy");
+  CHECK(fixture.script->prepared.empty());
 }
 
 TEST_CASE("a request whose result is known is answered finished at once, with no files written") {
@@ -426,4 +549,121 @@ TEST_CASE("remote workers: one of an older protocol is refused, and one quaranti
   const std::string metrics = service->metrics();
   CHECK(metrics.find("\ncuda_agent_remote_workers_quarantined 1\n") != std::string::npos);
   CHECK(metrics.find("\ncuda_agent_remote_workers_quarantined_total 1\n") != std::string::npos);
+}
+
+namespace {
+
+/// The service over the trusted evaluator of the real harness, on one CPU slot. The builder
+/// and the slot share one verifier, whose warm workers also time (the requests of a test go
+/// one at a time, so that no build's checks meet a timing session in them). The server
+/// allows cuBLAS for every task (a fixed library policy), which a request may take back.
+struct TrustedService {
+  ca::testing::ScratchDirectory scratch{"service-policy"};
+  std::unique_ptr<ca::EvaluationService> service;
+
+  TrustedService() {
+    auto verifier = std::make_shared<ca::HarnessVerifier>(ca::testing::harness_options("cpu"));
+    ca::HarnessProfilerOptions timing = ca::testing::quick_cpu_timing();
+    timing.compile_backend = "eager";  // dynamo without inductor: quick, and still the compile path
+    timing.baseline_cache_directory = scratch.path() / "baselines";
+    timing.timeout = std::chrono::seconds(300);
+    const std::filesystem::path work = scratch.path();
+    const auto evaluator = [verifier, timing, work] {
+      ca::TrustedEvaluatorOptions options;
+      options.work_directory = work / "evaluations";
+      return ca::AnyStagedEvaluator(ca::TrustedEvaluator<ca::SharedVerifier<ca::HarnessVerifier>, ca::ProcessSandbox>(
+          ca::testing::test_compiler("cpu", work), ca::SharedVerifier<ca::HarnessVerifier>(verifier),
+          ca::AnyProfiler(ca::HarnessProfiler(timing, ca::WorkerTimingLauncher(verifier))), options));
+    };
+    ca::EvaluationServiceOptions options;
+    options.pool.slots = {{"cpu", 0}};
+    options.pool.work_directory = work / "pool";
+    options.state_directory = work / "state";
+    options.policy["timing_budget"] = {{"seconds", timing.budget.seconds}, {"max_rounds", timing.budget.max_rounds}};
+    options.policy["libraries"]["derive_from_reference"] = false;
+    service = std::make_unique<ca::EvaluationService>(options, evaluator(),
+                                                      [evaluator](const ca::PoolSlot&) { return evaluator(); });
+  }
+
+  nlohmann::json evaluate(const nlohmann::json& body) {
+    const std::string id = service->submit(body)["evaluations"][0]["id"];
+    const nlohmann::json status = service->wait(id, 900s);
+    REQUIRE(status["stage"] == "finished");
+    INFO(status.dump(1).substr(0, 6000));
+    REQUIRE(status["outcome"] == "evaluated");
+    return status;
+  }
+};
+
+/// ReLU off by one part in a thousand: inside the paper's tolerance (1e-2), outside
+/// KernelBench's (1e-4). Its scale comes from a helper named as cuBLAS names its calls: no
+/// extension calls cuBLAS on the CPU, and the source checks go by names.
+constexpr const char* relu_off_by_a_thousandth = R"(#include <torch/extension.h>
+
+namespace {
+float cublas_named_scale() { return 1.001f; }
+}  // namespace
+
+torch::Tensor relu(const torch::Tensor& x) {
+  TORCH_CHECK(x.device().is_cpu() && x.scalar_type() == torch::kFloat32 && x.is_contiguous(),
+              "expects a contiguous float32 CPU tensor");
+  torch::Tensor y = torch::empty_like(x);
+  const float* in = x.data_ptr<float>();
+  float* out = y.data_ptr<float>();
+  const float scale = cublas_named_scale();
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = in[i] < 0.f ? 0.f : in[i] * scale;
+  return y;
+}
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) { m.def("relu", &relu); }
+)";
+
+nlohmann::json relu_request(const nlohmann::json& policy) {
+  return {
+      {"task",
+       {{"name", "relu"},
+        {"source", ca::testing::read_text(ca::testing::adversarial_directory() / "tasks" / "cpu" / "relu.py")}}},
+      {"candidate",
+       {{"files", {{"model_new.py", ca::testing::relu_model_new}, {"kernels/relu.cpp", relu_off_by_a_thousandth}}}}},
+      {"policy", policy}};
+}
+
+}  // namespace
+
+TEST_CASE("each request is judged by its own tolerance profile and library policy and timed within its own budget",
+          "[python]") {
+  TrustedService trusted;
+
+  // The server's tolerance accepts the candidate, and its timing keeps to the request's budget.
+  const nlohmann::json accepted =
+      trusted.evaluate(relu_request({{"timing_budget", {{"seconds", 0.5}, {"max_rounds", 5}}}}));
+  INFO(accepted["rejection"].dump());
+  CHECK(accepted["rejection"].is_null());
+  CHECK(accepted["reward"]["value"] == 1);
+  CHECK(accepted["policy"]["tolerance"] == "default");
+  const nlohmann::json& verification = accepted["evaluation"]["verification"];
+  CHECK(verification["correct"] == true);
+  CHECK(verification["details"]["tolerance"] == nlohmann::json(ca::TolerancePolicy::paper()));
+  CHECK(accepted["evaluation"]["compile"]["details"]["library_policy"]["cublas"] == true);
+  const nlohmann::json& profile = accepted["evaluation"]["profile"];
+  REQUIRE(profile.is_object());
+  CHECK(profile["details"]["budget"] == nlohmann::json{{"seconds", 0.5}, {"max_rounds", 5}});
+  CHECK(profile["details"]["rounds"].get<int>() <= 5);
+
+  // The strict profile refuses the same candidate for its values.
+  const nlohmann::json strict = trusted.evaluate(relu_request({{"tolerance", "strict"}, {"timing", false}}));
+  REQUIRE(strict["rejection"].is_object());
+  CHECK(strict["rejection"]["reason"] == "value_mismatch");
+  CHECK(strict["reward"]["value"] == -1);
+  CHECK(strict["cached"] == false);
+  CHECK(strict["evaluation"]["verification"]["details"]["tolerance"] == nlohmann::json(ca::TolerancePolicy::strict()));
+
+  // A library policy without cuBLAS refuses it for the library, before anything is built.
+  const nlohmann::json no_cublas =
+      trusted.evaluate(relu_request({{"libraries", {{"cublas", false}}}, {"timing", false}}));
+  REQUIRE(no_cublas["rejection"].is_object());
+  CHECK(no_cublas["rejection"]["reason"] == "forbidden_module");
+  CHECK(no_cublas["rejection"]["message"].get<std::string>().find("cuBLAS") != std::string::npos);
+  CHECK(no_cublas["reward"]["value"] == -1);
+  CHECK(no_cublas["policy"]["libraries"]["cublas"] == false);
 }

@@ -126,13 +126,26 @@ struct InProcessLink {
 };
 static_assert(ca::CoordinatorLink<InProcessLink>);
 
+/// The same coordinator, with what goes each way passed through its JSON, as `cuda-agent
+/// worker` gets it over HTTP.
+struct WireLink : InProcessLink {
+  std::vector<ca::WorkerLease> lease(const std::string& worker, std::size_t most, std::chrono::milliseconds wait) {
+    return nlohmann::json(InProcessLink::lease(worker, most, wait)).get<std::vector<ca::WorkerLease>>();
+  }
+  bool complete(const std::string& worker, const std::string& lease, const ca::PoolResult& result) {
+    return InProcessLink::complete(worker, lease, nlohmann::json(result).get<ca::PoolResult>());
+  }
+};
+static_assert(ca::CoordinatorLink<WireLink>);
+
 /// A worker with `slots` CPU slots of scripted evaluators, serving `link` on a thread of its own.
+template <class Link = InProcessLink>
 struct Worker {
   std::shared_ptr<Script> script = std::make_shared<Script>();
-  std::unique_ptr<ca::RemoteWorker<InProcessLink>> worker;
+  std::unique_ptr<ca::RemoteWorker<Link>> worker;
   std::jthread thread;
 
-  Worker(InProcessLink link, const std::string& name, std::size_t slots, const std::filesystem::path& root) {
+  Worker(Link link, const std::string& name, std::size_t slots, const std::filesystem::path& root) {
     ca::EvaluationPoolOptions options;
     options.slots.assign(slots, ca::PoolSlot{"cpu", 0});
     options.work_directory = root / (name + "-" + ca::detail::random_hex(3));
@@ -143,7 +156,7 @@ struct Worker {
     worker_options.retry_first = 20ms;
     worker_options.retry_last = 100ms;
     auto shared = script;
-    worker = std::make_unique<ca::RemoteWorker<InProcessLink>>(
+    worker = std::make_unique<ca::RemoteWorker<Link>>(
         std::move(link), options, ScriptedEvaluator{script},
         [shared](const ca::PoolSlot&) { return ca::AnyStagedEvaluator(ScriptedEvaluator{shared}); }, worker_options);
     thread = std::jthread([this](const std::stop_token& stop) { worker->run(stop); });
@@ -270,7 +283,7 @@ TEST_CASE("remote workers serve a batch, and one stopped in the middle of it los
   Coordinator coordinator(2s);
   InProcessLink link{coordinator.pool.get()};
   Worker steady(link, "steady", 2, coordinator.root);
-  auto stopping = std::make_unique<Worker>(link, "stopping", 2, coordinator.root);
+  auto stopping = std::make_unique<Worker<>>(link, "stopping", 2, coordinator.root);
   std::vector<ca::EvaluationPool::Ticket> tickets;
   for (int i = 0; i < 24; ++i)
     tickets.push_back(coordinator.pool->submit(coordinator.request("slow", std::to_string(i))));
@@ -297,6 +310,52 @@ TEST_CASE("remote workers serve a batch, and one stopped in the middle of it los
   for (int i = 0; i < 200 && sent() < 24; ++i) std::this_thread::sleep_for(10ms);
   CHECK(sent() == 24);
   CHECK(coordinator.pool->counters().workers == 1);
+}
+
+TEST_CASE("a request's policy travels with its lease, and the remote worker's evaluators apply it") {
+  Coordinator coordinator;
+  ca::EvaluationRequest request = coordinator.request("relu");
+  request.policy = {{"tolerance", "strict"},
+                    {"libraries", {{"cublas", false}}},
+                    {"timing_budget", {{"seconds", 0.5}, {"max_rounds", 30}}},
+                    {"reward", "speedup"}};
+  const auto ticket = coordinator.pool->submit(request);
+  Worker<WireLink> worker(WireLink{{coordinator.pool.get()}}, "node1", 1, coordinator.root);
+  const ca::PoolResult result = wait_for_result(ticket);
+  REQUIRE(result.outcome == ca::PoolOutcome::evaluated);
+  REQUIRE(result.evaluation);
+  // As the coordinator's own slots would have taken it.
+  const nlohmann::json expected = request.policy.get<ca::EvaluationPolicy>();
+  CHECK(expected["tolerance"] == "strict");
+  CHECK(result.evaluation->verification->details["policy"] == expected);
+  REQUIRE(result.evaluation->profile);
+  CHECK(result.evaluation->profile->details["policy"] == expected);
+}
+
+namespace {
+
+/// A coordinator whose requests name a tolerance profile this worker does not know (a newer
+/// version's, say).
+struct NewerCoordinatorLink : WireLink {
+  std::vector<ca::WorkerLease> lease(const std::string& worker, std::size_t most, std::chrono::milliseconds wait) {
+    std::vector<ca::WorkerLease> leases = WireLink::lease(worker, most, wait);
+    for (ca::WorkerLease& each : leases) each.policy["tolerance"] = "bitwise";
+    return leases;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("a lease whose policy the worker cannot apply comes back as an infrastructure error, never a verdict") {
+  Coordinator coordinator;
+  const auto ticket = coordinator.pool->submit(coordinator.request("relu"));
+  Worker<NewerCoordinatorLink> worker(NewerCoordinatorLink{{{coordinator.pool.get()}}}, "old-node", 1,
+                                      coordinator.root);
+  const ca::PoolResult result = wait_for_result(ticket);
+  CHECK(result.outcome == ca::PoolOutcome::infrastructure_error);
+  CHECK_FALSE(result.evaluation);
+  CHECK(result.message.find("bitwise") != std::string::npos);
+  CHECK(worker.script->prepared.empty());
 }
 
 TEST_CASE("a remote worker cut off from its coordinator drops what it held, registers again and goes on") {

@@ -42,12 +42,14 @@ struct Script {
 /// throws in verification; "harness" fails with a harness error; "slow" and "hold" take
 /// their time; "oom" runs out of device memory when another verification runs beside it,
 /// "oom_always" whatever runs beside it; "mem<G>" takes its time and reports that its
-/// reference held G GiB of device memory; anything else is correct and timed.
+/// reference held G GiB of device memory; anything else is correct and timed. The request's
+/// policy, as it reached the evaluator, is in the verification's and the profile's details.
 struct ScriptedEvaluator {
   std::shared_ptr<Script> script;
 
-  ca::PreparedCandidate prepare(const ca::Task& task, const std::filesystem::path& directory) {
-    ca::PreparedCandidate prepared{task, {}, {}, nullptr};
+  ca::PreparedCandidate prepare(const ca::Task& task, const std::filesystem::path& directory,
+                                const ca::EvaluationPolicy& policy = {}) {
+    ca::PreparedCandidate prepared{task, {}, {}, nullptr, policy};
     // Built from the files it was given: none, no build.
     prepared.evaluation.compile.succeeded =
         task.name != "refused" && std::filesystem::exists(directory / "model_new.py");
@@ -89,6 +91,7 @@ struct ScriptedEvaluator {
                                        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
                                        {}};
     }
+    result.details["policy"] = prepared.policy;
     if (measured)
       result.details["footprint"] = {{"peak_device_bytes", std::stoull(name.substr(3)) << 30U}, {"parameter_bytes", 0}};
     prepared.evaluation.verification = result;
@@ -107,6 +110,7 @@ struct ScriptedEvaluator {
       if (script->verifying_now > 0) script->timed_beside_verification = true;
     }
     prepared.evaluation.profile = ca::ProfileResult{};
+    prepared.evaluation.profile->details["policy"] = prepared.policy;
   }
 
   ca::Evaluation evaluate(const ca::Task& task, const std::filesystem::path& directory) {
@@ -116,6 +120,6 @@ struct ScriptedEvaluator {
     return prepared.evaluation;
   }
 };
-static_assert(ca::StagedEvaluator<ScriptedEvaluator>);
+static_assert(ca::PolicyStagedEvaluator<ScriptedEvaluator>);
 
 }  // namespace cuda_agent::testing

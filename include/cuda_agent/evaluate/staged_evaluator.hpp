@@ -7,7 +7,8 @@
 /// checks, the build) needs only CPUs; `verify` runs the candidate on its device; `profile`
 /// times it there and must have that device to itself. A pool of evaluations
 /// (service/evaluation_pool.hpp) runs the three stages on different workers, so that a
-/// build never holds a GPU and timing never shares one.
+/// build never holds a GPU and timing never shares one. Its refinement
+/// `PolicyStagedEvaluator` takes a request's `EvaluationPolicy` with each candidate.
 
 #include <concepts>      // same_as
 #include <filesystem>    // path, remove_all
@@ -17,6 +18,7 @@
 #include <utility>       // forward, move
 
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
 #include "cuda_agent/task.hpp"
 
@@ -50,6 +52,8 @@ struct PreparedCandidate {
   Candidate candidate;
   Evaluation evaluation;
   std::shared_ptr<detail::DirectoryCleanup> directories;
+  /// The request's policy, as `prepare` was given it: what `verify` and `profile` apply.
+  EvaluationPolicy policy;
 
   /// Built, and no verdict yet: the candidate goes on to verification.
   [[nodiscard]] bool ready() const noexcept { return evaluation.compile.succeeded && !evaluation.verification; }
@@ -76,7 +80,7 @@ struct PreparedCandidate {
 /// @code{.cpp}
 /// struct RefusesAll {
 ///   cuda_agent::PreparedCandidate prepare(const cuda_agent::Task& task, const std::filesystem::path&) {
-///     cuda_agent::PreparedCandidate prepared{task, {}, {}, nullptr};
+///     cuda_agent::PreparedCandidate prepared{task, {}, {}, nullptr, {}};
 ///     prepared.evaluation.compile.log = "no compiler configured";
 ///     return prepared;
 ///   }
@@ -97,7 +101,40 @@ concept StagedEvaluator = Evaluator<E> &&
   evaluator.profile(prepared);
 };
 
-/// Holds any `StagedEvaluator` by value (move-only) behind one type.
+/// A `StagedEvaluator` that takes a request's `EvaluationPolicy` with each candidate.
+///
+/// Required expression, besides `StagedEvaluator`'s, for `const EvaluationPolicy& policy`:
+///   - `evaluator.prepare(task, candidate_directory, policy)` prepares the candidate as
+///     `prepare(task, candidate_directory)` does, under `policy` (its library policy), and
+///     keeps `policy` in the `PreparedCandidate`, where `verify` and `profile` find it.
+///
+/// A minimal conforming type (which refuses every candidate, whatever its policy):
+/// @code{.cpp}
+/// struct RefusesAllAlike {
+///   cuda_agent::PreparedCandidate prepare(const cuda_agent::Task& task, const std::filesystem::path&,
+///                                         const cuda_agent::EvaluationPolicy& policy = {}) {
+///     cuda_agent::PreparedCandidate prepared{task, {}, {}, nullptr, policy};
+///     prepared.evaluation.compile.log = "no compiler configured";
+///     return prepared;
+///   }
+///   void verify(cuda_agent::PreparedCandidate&) {}
+///   void profile(cuda_agent::PreparedCandidate&) {}
+///   cuda_agent::Evaluation evaluate(const cuda_agent::Task& task, const std::filesystem::path& directory) {
+///     return prepare(task, directory).evaluation;
+///   }
+/// };
+/// static_assert(cuda_agent::PolicyStagedEvaluator<RefusesAllAlike>);
+/// @endcode
+template <class E>
+concept PolicyStagedEvaluator = StagedEvaluator<E> &&
+    requires(E& evaluator, const Task& task, const std::filesystem::path& candidate_directory,
+             const EvaluationPolicy& policy) {
+  { evaluator.prepare(task, candidate_directory, policy) } -> std::same_as<PreparedCandidate>;
+};
+
+/// Holds any `StagedEvaluator` by value (move-only) behind one type. Models
+/// `PolicyStagedEvaluator` whatever it holds: an evaluator that takes no policy evaluates
+/// with its own settings.
 class AnyStagedEvaluator {
  public:
   template <class E>
@@ -109,7 +146,11 @@ class AnyStagedEvaluator {
   AnyStagedEvaluator& operator=(AnyStagedEvaluator&&) noexcept = default;
 
   [[nodiscard]] PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory) {
-    return self_->prepare(task, candidate_directory);
+    return self_->prepare(task, candidate_directory, EvaluationPolicy{});
+  }
+  [[nodiscard]] PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory,
+                                          const EvaluationPolicy& policy) {
+    return self_->prepare(task, candidate_directory, policy);
   }
   void verify(PreparedCandidate& prepared) { self_->verify(prepared); }
   void profile(PreparedCandidate& prepared) { self_->profile(prepared); }
@@ -120,7 +161,8 @@ class AnyStagedEvaluator {
  private:
   struct Interface {
     virtual ~Interface() = default;
-    virtual PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory) = 0;
+    virtual PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory,
+                                      const EvaluationPolicy& policy) = 0;
     virtual void verify(PreparedCandidate& prepared) = 0;
     virtual void profile(PreparedCandidate& prepared) = 0;
     virtual Evaluation evaluate(const Task& task, const std::filesystem::path& candidate_directory) = 0;
@@ -128,8 +170,12 @@ class AnyStagedEvaluator {
   template <class E>
   struct Model final : Interface {
     explicit Model(E value) : evaluator(std::move(value)) {}
-    PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory) override {
-      return evaluator.prepare(task, candidate_directory);
+    PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory,
+                              const EvaluationPolicy& policy) override {
+      if constexpr (PolicyStagedEvaluator<E>)
+        return evaluator.prepare(task, candidate_directory, policy);
+      else
+        return evaluator.prepare(task, candidate_directory);
     }
     void verify(PreparedCandidate& prepared) override { evaluator.verify(prepared); }
     void profile(PreparedCandidate& prepared) override { evaluator.profile(prepared); }
@@ -141,6 +187,6 @@ class AnyStagedEvaluator {
   std::unique_ptr<Interface> self_;
 };
 
-static_assert(StagedEvaluator<AnyStagedEvaluator>);
+static_assert(PolicyStagedEvaluator<AnyStagedEvaluator>);
 
 }  // namespace cuda_agent

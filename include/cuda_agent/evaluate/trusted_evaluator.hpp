@@ -7,7 +7,10 @@
 /// link followed) out of the agent's directory into a pristine directory the agent never
 /// touched, runs the verifier's static checks, builds the sources with the compile
 /// driver, verifies the built candidate, and profiles it when a profiler is configured.
-/// Whatever the candidate does ends in an `Evaluation`, never in an exception.
+/// Whatever the candidate does ends in an `Evaluation`, never in an exception. A request's
+/// `EvaluationPolicy` (`prepare`'s third argument) replaces the verifier's tolerance and
+/// library policy where the verifier is a `PolicyVerifier`, and the profiler's budget where
+/// the profiler is a `PolicyProfiler`; others evaluate with their own.
 
 #include <atomic>        // atomic
 #include <chrono>        // steady_clock
@@ -29,7 +32,9 @@
 #include "cuda_agent/compile/compile_driver.hpp"
 #include "cuda_agent/evaluate/staged_evaluator.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/evaluator.hpp"
+#include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/profiler.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/verifier.hpp"
@@ -81,8 +86,16 @@ class TrustedEvaluator {
   /// the static checks, the build. A candidate refused on the way carries its verdict
   /// (`PreparedCandidate::ready()` is false). May be called from several threads at once.
   [[nodiscard]] PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory) {
+    return prepare(task, candidate_directory, EvaluationPolicy{});
+  }
+
+  /// `prepare` under a request's `policy`, which the prepared candidate keeps for `verify`
+  /// and `profile`.
+  [[nodiscard]] PreparedCandidate prepare(const Task& task, const std::filesystem::path& candidate_directory,
+                                          const EvaluationPolicy& policy) {
     PreparedCandidate prepared;
     prepared.task = task;
+    prepared.policy = policy;
     Evaluation& evaluation = prepared.evaluation;
     const std::filesystem::path root =
         options_.work_directory / (std::to_string(++*count_) + "-" + detail::random_hex(4));
@@ -113,7 +126,7 @@ class TrustedEvaluator {
     if constexpr (PrescreeningVerifier<V>) {
       report("static checks");
       try {
-        if (auto rejected = verifier_.prescreen(task, sources.files)) {
+        if (auto rejected = prescreen(task, sources.files, policy)) {
           evaluation.compile.log = "not built: the static checks rejected the candidate";
           VerificationResult result;
           result.rejection = std::move(rejected);
@@ -130,11 +143,13 @@ class TrustedEvaluator {
     // 3. Build, with the task's library policy where the verifier has one.
     report("compiling");
     try {
-      if constexpr (LibraryPolicyVerifier<V>)
-        evaluation.compile = compiler_->build(
-            source, build, verifier_.library_policy(task).intersection(compiler_->options().libraries));
-      else
+      if constexpr (LibraryPolicyVerifier<V>) {
+        const LibraryPolicy libraries = library_policy(task, policy).intersection(compiler_->options().libraries);
+        evaluation.compile = compiler_->build(source, build, libraries);
+        evaluation.compile.details["library_policy"] = libraries;
+      } else {
         evaluation.compile = compiler_->build(source, build);
+      }
     } catch (const std::exception& error) {
       evaluation.compile.succeeded = false;
       evaluation.compile.log = std::string("the compile driver failed (not the candidate's fault): ") + error.what();
@@ -163,7 +178,10 @@ class TrustedEvaluator {
     if (!prepared.ready()) return;
     report("verifying");
     try {
-      prepared.evaluation.verification = verifier_.verify(prepared.task, prepared.candidate);
+      if constexpr (PolicyVerifier<V>)
+        prepared.evaluation.verification = verifier_.verify(prepared.task, prepared.candidate, prepared.policy);
+      else
+        prepared.evaluation.verification = verifier_.verify(prepared.task, prepared.candidate);
     } catch (const std::exception& error) {
       prepared.evaluation.verification =
           rejection(RejectionReason::harness_error,
@@ -179,7 +197,7 @@ class TrustedEvaluator {
       return;
     report("profiling");
     try {
-      evaluation.profile = profiler_->profile(prepared.task, prepared.candidate);
+      evaluation.profile = profiler_->profile(prepared.task, prepared.candidate, prepared.policy);
     } catch (const std::exception& error) {
       ProfileResult failed;
       failed.rejection = Rejection{RejectionReason::harness_error,
@@ -200,6 +218,21 @@ class TrustedEvaluator {
     if (options_.progress) options_.progress(line);
   }
 
+  std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files,
+                                     const EvaluationPolicy& policy) requires PrescreeningVerifier<V> {
+    if constexpr (PolicyVerifier<V>)
+      return verifier_.prescreen(task, files, policy);
+    else
+      return verifier_.prescreen(task, files);
+  }
+
+  LibraryPolicy library_policy(const Task& task, const EvaluationPolicy& policy) requires LibraryPolicyVerifier<V> {
+    if constexpr (PolicyVerifier<V>)
+      return verifier_.library_policy(task, policy);
+    else
+      return verifier_.library_policy(task);
+  }
+
   std::shared_ptr<CompileDriver<S>> compiler_;
   V verifier_;
   std::optional<AnyProfiler> profiler_;
@@ -208,6 +241,6 @@ class TrustedEvaluator {
   std::shared_ptr<std::atomic<std::size_t>> count_ = std::make_shared<std::atomic<std::size_t>>(0);
 };
 
-static_assert(StagedEvaluator<TrustedEvaluator<>>);
+static_assert(PolicyStagedEvaluator<TrustedEvaluator<>>);
 
 }  // namespace cuda_agent

@@ -38,6 +38,7 @@
 
 #include "cuda_agent/detail/harness_session.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/process.hpp"
 #include "cuda_agent/profile/detail/temporary_directory.hpp"
 #include "cuda_agent/profile/timing_statistics.hpp"
@@ -473,9 +474,20 @@ class HarnessProfiler {
 
   [[nodiscard]] const HarnessProfilerOptions& options() const noexcept { return options_; }
 
-  /// What the reference side is told, before the launcher adds where things live.
-  [[nodiscard]] nlohmann::json reference_request(const Task& task, std::uint64_t seed) const {
+  /// The profiler's budget with a request's choices (seconds, rounds) in place of its own.
+  [[nodiscard]] TimingBudget budget_for(const EvaluationPolicy& policy) const {
+    TimingBudget budget = options_.budget;
+    if (policy.timing_seconds) budget.seconds = *policy.timing_seconds;
+    if (policy.timing_max_rounds) budget.max_rounds = *policy.timing_max_rounds;
+    return budget;
+  }
+
+  /// What the reference side is told, before the launcher adds where things live; under a
+  /// request's `policy`, within its budget.
+  [[nodiscard]] nlohmann::json reference_request(const Task& task, std::uint64_t seed,
+                                                 const EvaluationPolicy& policy = {}) const {
     const HarnessProfilerOptions& o = options_;
+    const TimingBudget budget = budget_for(policy);
     nlohmann::json request = {
         {"device", o.device},
         {"device_index", o.device_index},
@@ -483,13 +495,13 @@ class HarnessProfiler {
         {"seed", seed},
         {"compile", {{"enabled", o.time_compile}, {"mode", o.compile_mode}, {"backend", o.compile_backend}}},
         {"budget",
-         {{"time_s", o.budget.seconds},
-          {"min_rounds", o.budget.min_rounds},
-          {"floor_rounds", o.budget.floor_rounds},
-          {"max_rounds", o.budget.max_rounds},
-          {"target_relative_error", o.budget.target_relative_error},
-          {"warmup_s", o.budget.warmup_seconds},
-          {"calibration_samples", o.budget.calibration_samples}}},
+         {{"time_s", budget.seconds},
+          {"min_rounds", budget.min_rounds},
+          {"floor_rounds", budget.floor_rounds},
+          {"max_rounds", budget.max_rounds},
+          {"target_relative_error", budget.target_relative_error},
+          {"warmup_s", budget.warmup_seconds},
+          {"calibration_samples", budget.calibration_samples}}},
         {"check", {{"probability", o.check_probability}, {"atol", o.atol}, {"rtol", o.rtol}}},
         {"trusted_clock", trusted_clock_request()},
         {"short_kernel_us", o.short_kernel_us},
@@ -523,13 +535,17 @@ class HarnessProfiler {
             {"connect_timeout_s", static_cast<double>(options_.timeout.count())}};
   }
 
-  [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate) {
+  /// Times `candidate`; under a request's `policy`, within its budget (which the result's
+  /// details record as "budget").
+  [[nodiscard]] ProfileResult profile(const Task& task, const Candidate& candidate,
+                                      const EvaluationPolicy& policy = {}) {
     const std::uint64_t seed = options_.seed ? *options_.seed : fresh_seed();
+    const TimingBudget budget = budget_for(policy);
     const TimingSessionOutcome outcome =
-        launch_(task, candidate, reference_request(task, seed), candidate_request(), options_.timeout);
+        launch_(task, candidate, reference_request(task, seed, policy), candidate_request(), options_.timeout);
     ProfileResult result;
     if (outcome.reference_result.is_object())
-      result = profile_result_from_session(outcome.reference_result, options_.statistics, options_.budget.floor_rounds);
+      result = profile_result_from_session(outcome.reference_result, options_.statistics, budget.floor_rounds);
     else
       result.rejection =
           Rejection{RejectionReason::harness_error, "the timing session failed: " + outcome.reference_failure, {}};
@@ -539,6 +555,7 @@ class HarnessProfiler {
     result.details["candidate_side"] = outcome.candidate_side;
     result.details["settled_ms"] = outcome.settled_ms;
     result.details["seed"] = seed;
+    result.details["budget"] = {{"seconds", budget.seconds}, {"max_rounds", budget.max_rounds}};
     return result;
   }
 
@@ -555,6 +572,6 @@ class HarnessProfiler {
       launch_;
 };
 
-static_assert(Profiler<HarnessProfiler>);
+static_assert(PolicyProfiler<HarnessProfiler>);
 
 }  // namespace cuda_agent

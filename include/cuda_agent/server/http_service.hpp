@@ -26,7 +26,7 @@
 ///
 /// With an `EpisodeService`, multi-turn episodes for agents and RL trainers:
 ///
-///   POST   /v1/episodes                    {"task": ...}: id, SKILL.md, files, tool specs
+///   POST   /v1/episodes                    {"task": ..., "policy"?: ...}: id, SKILL.md, files, tool specs
 ///   GET    /v1/episodes/{id}               its tool calls, idle time, evaluation
 ///   POST   /v1/episodes/{id}/tools/{name}  the call's arguments in, the tool's result out
 ///   POST   /v1/episodes/{id}/finish[?wait=S]  trusted evaluation of the workspace
@@ -322,7 +322,8 @@ class HttpService {
             throw ServiceError(400, "invalid_request",
                                "the data row must hold \"task\": {\"name\": ..., \"source\": ...}");
           nlohmann::json opening = {{"task", row["task"]}};
-          if (row.contains("metadata")) opening["metadata"] = row["metadata"];
+          for (const char* field : {"metadata", "policy"})
+            if (row.contains(field)) opening[field] = row[field];
           const nlohmann::json episode = episodes.open(opening, client);
           response.set_header("Set-Cookie", std::string(episode_cookie) + "=" + episode["id"].get<std::string>() +
                                                 "; Path=/; HttpOnly; SameSite=Strict");

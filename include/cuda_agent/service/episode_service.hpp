@@ -50,6 +50,7 @@
 #include "cuda_agent/candidate_files.hpp"
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/detail/harness_session.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/message.hpp"
 #include "cuda_agent/sandbox.hpp"
 #include "cuda_agent/service/detail/requests.hpp"
@@ -69,6 +70,10 @@ struct EpisodeSetup {
   const Workspace& workspace;
   /// The episode's own directory outside the workspace (builds, the harness scripts).
   std::filesystem::path work_directory;
+  /// The episode's evaluation policy (the request's choices over the evaluation service's
+  /// own), by which its trusted evaluation will judge: tools that check the candidate
+  /// should judge by it too.
+  const EvaluationPolicy& policy;
 };
 
 /// An episode's sandbox and tools. The tools may refer to the sandbox, which lives exactly
@@ -134,6 +139,8 @@ class EpisodeService {
   nlohmann::json open(const nlohmann::json& request, const std::string& client = "local") {
     detail::require_schema(request_schema_, request, "");
     Task task = detail::task_of_request(request["task"], options_.allow_host_paths, "");
+    const nlohmann::json& requested_policy = request.value("policy", nlohmann::json::object());
+    nlohmann::json policy = evaluations_.effective_policy(requested_policy);
     {
       const std::lock_guard lock(mutex_);
       if (stopping_ || evaluations_.draining())
@@ -157,11 +164,16 @@ class EpisodeService {
     episode->client = client;
     episode->task = std::move(task);
     episode->metadata = request.value("metadata", nlohmann::json::object());
+    episode->set_policy(std::move(policy));
     episode->created_at = std::chrono::system_clock::now();
     const std::filesystem::path directory = directory_of(episode->id);
     try {
       detail::make_open_directory(directory);
-      episode->workspace = materialize_workspace(episode->task, directory / "workspace", options_.workspace);
+      WorkspaceOptions workspace = options_.workspace;
+      // SKILL.md states the libraries the episode's evaluation allows.
+      if (requested_policy.contains("libraries") && episode->evaluation_policy.libraries)
+        workspace.libraries = *episode->evaluation_policy.libraries;
+      episode->workspace = materialize_workspace(episode->task, directory / "workspace", workspace);
       equip(*episode);
       save(*episode);
     } catch (const ServiceError&) {
@@ -223,6 +235,7 @@ class EpisodeService {
         const nlohmann::json submission = {
             {"task", {{"name", episode->task.name}, {"source", episode->task.reference_source}}},
             {"candidate", {{"files", read_candidate_sources(episode->workspace.root).files}}},
+            {"policy", episode->policy},
             {"metadata", std::move(metadata)}};
         const nlohmann::json accepted = evaluations_.submit(submission, episode->client);
         {
@@ -270,6 +283,10 @@ class EpisodeService {
     Task task;
     Workspace workspace;
     nlohmann::json metadata;
+    /// What its trusted evaluation uses (`EvaluationService::effective_policy`), and the
+    /// same as its tools take it.
+    nlohmann::json policy;
+    EvaluationPolicy evaluation_policy;
     std::chrono::system_clock::time_point created_at;
     EpisodeToolbox toolbox;
     std::optional<ToolContext> context;
@@ -281,6 +298,11 @@ class EpisodeService {
     std::size_t tool_calls = 0;
     std::string evaluation_id;
     std::chrono::steady_clock::time_point last_used = std::chrono::steady_clock::now();
+
+    void set_policy(nlohmann::json effective) {
+      evaluation_policy = effective.get<EvaluationPolicy>();
+      policy = std::move(effective);
+    }
   };
 
   [[nodiscard]] std::filesystem::path directory_of(const std::string& id) const {
@@ -308,7 +330,8 @@ class EpisodeService {
   void equip(Episode& episode) {
     const std::filesystem::path work = directory_of(episode.id) / "work";
     detail::make_open_directory(work);
-    episode.toolbox = make_toolbox_(EpisodeSetup{episode.id, episode.task, episode.workspace, work});
+    episode.toolbox =
+        make_toolbox_(EpisodeSetup{episode.id, episode.task, episode.workspace, work, episode.evaluation_policy});
     episode.context.emplace(episode.workspace.tool_context());
     if (episode.toolbox.sandbox) episode.context->set_sandbox(SandboxRef(*episode.toolbox.sandbox));
   }
@@ -323,6 +346,7 @@ class EpisodeService {
         {"client", episode.client},
         {"task", {{"name", episode.task.name}, {"source", episode.task.reference_source}}},
         {"metadata", episode.metadata},
+        {"policy", episode.policy},
         {"created_at", std::chrono::duration<double>(episode.created_at.time_since_epoch()).count()},
         {"protected_paths", protected_paths},
         {"evaluation_id", episode.evaluation_id}};
@@ -361,6 +385,7 @@ class EpisodeService {
             {"task", episode.task.name},
             {"client", episode.client},
             {"device", episode.workspace.device},
+            {"policy", episode.policy},
             {"metadata", episode.metadata},
             {"tool_calls", episode.tool_calls},
             {"finished", !episode.evaluation_id.empty()},
@@ -398,6 +423,8 @@ class EpisodeService {
         episode->task.name = record.at("task").at("name");
         episode->task.reference_source = record.at("task").at("source");
         episode->metadata = record.value("metadata", nlohmann::json::object());
+        episode->set_policy(record.contains("policy") ? record["policy"]
+                                                      : evaluations_.effective_policy(nlohmann::json::object()));
         episode->created_at =
             std::chrono::system_clock::time_point(std::chrono::duration_cast<std::chrono::system_clock::duration>(
                 std::chrono::duration<double>(record.value("created_at", 0.0))));

@@ -76,7 +76,9 @@ struct StandardEpisodeToolboxOptions {
   /// The compile driver's object cache. Empty: `default_compile_cache_directory()`.
   std::filesystem::path compile_cache_directory;
   /// What the Verify tool checks with (the trusted evaluation's policy, so that a candidate
-  /// the tool passes is not refused for a tolerance it never saw).
+  /// the tool passes is not refused for a tolerance it never saw); an episode's own choices
+  /// (`EpisodeSetup::policy`: its tolerance profile, its library policy) take the place of
+  /// these for its calls.
   VerificationPolicy verification;
   /// Let the Profile tool time candidates against eager and torch.compile (device "cuda").
   bool timing = true;
@@ -165,6 +167,7 @@ struct StandardEpisodeToolboxOptions {
     toolbox.tools.add(CompileTool<AnySandbox>(compiler, compile_tool));
     VerifyToolOptions verify_tool;
     verify_tool.build_directory = build_directory;
+    verify_tool.policy = setup.policy;
     toolbox.tools.add(detail::TakingTurns(
         VerifyTool<AnySandbox, HarnessVerifier>(compiler, shared->verifier, setup.task, verify_tool),
         shared->worker_turns));

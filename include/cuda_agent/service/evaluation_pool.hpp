@@ -79,6 +79,7 @@
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluate/staged_evaluator.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/verify/harness_worker.hpp"
 
@@ -104,7 +105,9 @@ struct EvaluationRequest {
   /// when the request is accepted, so later changes to it do not reach the evaluation.
   std::filesystem::path candidate_directory;
   /// The settings that change a verdict (tolerance profile, library policy, timing budget),
-  /// as the host describes them: part of the cache key, never interpreted by the pool.
+  /// as the host describes them: part of the cache key, and handed to the evaluators with
+  /// the candidate as an `EvaluationPolicy` (its form; keys it does not name are the host's
+  /// alone). A host that wants equal requests to share cached results fills in its defaults.
   nlohmann::json policy = nlohmann::json::object();
   /// Time a correct candidate after verifying it (where the slot's evaluator times at all);
   /// false: verify only. Part of the cache key through `policy`, which should say so.
@@ -370,9 +373,15 @@ class EvaluationPool {
   }
 
   /// Accepts `request` (throws PoolFull when the pool holds `max_pending` unfinished
-  /// requests, or is closing). The result comes through the ticket's future.
+  /// requests, or is closing, and std::invalid_argument for a policy no evaluator could
+  /// apply). The result comes through the ticket's future.
   [[nodiscard]] Ticket submit(EvaluationRequest request) {
     auto job = std::make_shared<Job>();
+    try {
+      job->policy = request.policy.get<EvaluationPolicy>();
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(std::string("EvaluationPool: the request's ") + error.what());
+    }
     job->request = std::move(request);
     job->accepted = std::chrono::steady_clock::now();
     job->environment = options_.environment;
@@ -649,6 +658,8 @@ class EvaluationPool {
     std::filesystem::path directory;
     std::shared_ptr<detail::DirectoryCleanup> snapshot;
     std::string cache_key;
+    /// `request.policy`, as the evaluators take it.
+    EvaluationPolicy policy;
     std::promise<PoolResult> promise;
     PoolStage stage = PoolStage::queued;
     bool cancel_requested = false;
@@ -936,7 +947,7 @@ class EvaluationPool {
       std::optional<PreparedCandidate> prepared;
       std::string failure;
       try {
-        prepared = builder_.prepare(job->request.task, job->directory);
+        prepared = builder_.prepare(job->request.task, job->directory, job->policy);
       } catch (const std::exception& error) {
         failure = std::string("the build stage failed (not the candidate's fault): ") + error.what();
       }

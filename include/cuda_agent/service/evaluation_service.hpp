@@ -41,6 +41,7 @@
 #include "cuda_agent/detail/files.hpp"
 #include "cuda_agent/evaluate/reward_policies.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/service/detail/journal.hpp"
 #include "cuda_agent/service/detail/requests.hpp"
 #include "cuda_agent/service/evaluation_pool.hpp"
@@ -63,10 +64,17 @@ struct EvaluationServiceOptions {
   EvaluationPoolOptions pool;
   /// The journal and the candidates' files of unfinished requests. Required.
   std::filesystem::path state_directory;
-  /// What the service evaluates with (tolerance, timing, reward, device): reported by
-  /// `health()`. A request's `policy` may choose its reward ("milestone" or "speedup") and
-  /// turn timing off (verify only); every other field it names must equal the service's.
-  nlohmann::json policy = {{"tolerance", "default"}, {"timing", true}, {"reward", "milestone"}, {"device", "cpu"}};
+  /// What the service evaluates with (tolerance profile, timing and its budget, library
+  /// policy, reward, device): reported by `health()`, and the defaults of every request's
+  /// policy (`EvaluationService::effective_policy` says what a request may choose), which
+  /// the pool hands to the evaluators as an `EvaluationPolicy`. A field left out here is one
+  /// no request may choose.
+  nlohmann::json policy = {{"tolerance", "default"},
+                           {"timing", true},
+                           {"timing_budget", {{"seconds", 2.0}, {"max_rounds", 400}}},
+                           {"libraries", LibraryPolicy{}},
+                           {"reward", "milestone"},
+                           {"device", "cpu"}};
   /// Turns an evaluation into its reward (the milestone reward unless the host says), for
   /// requests that keep the service's reward; the others get the library's policy they name.
   std::function<Reward(const Evaluation&)> reward = [](const Evaluation& evaluation) {
@@ -96,6 +104,9 @@ class EvaluationService {
     if (options_.state_directory.empty())
       throw std::invalid_argument("EvaluationService needs a state directory (its journal lives there)");
     request_schema_ = detail::embedded_request_schema("evaluation_request.schema.json");
+    // In full, so that a request's choices are checked against every field.
+    if (const auto libraries = options_.policy.find("libraries"); libraries != options_.policy.end())
+      *libraries = libraries->get<LibraryPolicy>();
     std::filesystem::create_directories(options_.state_directory / "candidates");
     const std::filesystem::path journal_path = options_.state_directory / "journal.jsonl";
     const std::vector<nlohmann::json> history = detail::Journal::read(journal_path);
@@ -322,6 +333,42 @@ class EvaluationService {
 
   [[nodiscard]] const nlohmann::json& request_schema() const noexcept { return request_schema_; }
 
+  /// The policy a request's `policy` asks for (`where`: the field it came from, as refusals
+  /// name it), made whole with the service's own: what its evaluation uses, and part of its
+  /// cache key, so that a request naming the defaults and one naming nothing are the same
+  /// request. A request may choose its tolerance profile, its reward and its timing budget,
+  /// forbid libraries the service allows (never allow more), and turn timing off; anything
+  /// else it names must equal the service's. A refusal is a 400 that names the field.
+  [[nodiscard]] nlohmann::json effective_policy(const nlohmann::json& requested,
+                                                const std::string& where = "policy") const {
+    detail::require_schema(request_schema_["properties"]["policy"], requested, where);
+    nlohmann::json effective = options_.policy;
+    for (const auto& [key, value] : requested.items()) {
+      const std::string field = where + "." + key;
+      const auto own = options_.policy.find(key);
+      if (own == options_.policy.end())
+        throw ServiceError(400, "unsupported_policy", field + ": this server does not let a request choose " + key);
+      if (key == "libraries") {
+        effective[key] = narrowed_libraries(*own, value, field);
+      } else if (key == "timing_budget") {
+        effective[key].update(value);
+      } else {
+        // What a request may choose for itself besides: its reward and tolerance, and no
+        // timing (less work, never more).
+        const bool its_own_choice = key == "reward" || key == "tolerance" || (key == "timing" && value == false);
+        if (*own != value && !its_own_choice)
+          throw ServiceError(
+              400, "unsupported_policy",
+              field + ": this server evaluates with " + key + " " + own->dump() + ", not " + value.dump());
+        effective[key] = value;
+      }
+    }
+    // 2 and 2.0 seconds are one budget, and one cache key.
+    if (const auto budget = effective.find("timing_budget"); budget != effective.end() && budget->contains("seconds"))
+      (*budget)["seconds"] = (*budget)["seconds"].get<double>();
+    return effective;
+  }
+
   /// Whether remote workers may take this service's requests (`EvaluationPoolOptions::remote_workers`).
   [[nodiscard]] bool takes_remote_workers() const noexcept { return options_.pool.remote_workers; }
 
@@ -411,6 +458,24 @@ class EvaluationService {
                          "this service takes no remote workers (cuda-agent serve --accept-workers)");
   }
 
+  /// The service's library policy `own` with a request's choices `asked` (at `field`), which
+  /// may forbid what the service allows, never allow what it forbids.
+  static nlohmann::json narrowed_libraries(const nlohmann::json& own, const nlohmann::json& asked,
+                                           const std::string& field) {
+    nlohmann::json libraries = own;
+    for (const auto& [name, value] : asked.items()) {
+      // Deriving from the reference allows less: each library only for the tasks that need it.
+      const bool inverted = name == "derive_from_reference";
+      const auto allows = [inverted](const nlohmann::json& choice) { return choice.get<bool>() != inverted; };
+      if (allows(value) && !allows(own.at(name)))
+        throw ServiceError(400, "unsupported_policy",
+                           field + "." + name + ": this server's library policy has " + name + " " +
+                               own.at(name).dump() + "; a request may forbid more than the server, not allow more");
+      libraries[name] = value;
+    }
+    return libraries;
+  }
+
   /// What `call` returns, an unknown worker as a 404 "unknown_worker".
   template <class Call>
   auto known_worker(Call call) -> decltype(call()) {
@@ -498,18 +563,7 @@ class EvaluationService {
       throw ServiceError(413, "candidate_too_large",
                          prefix + "candidate: its files hold " + std::to_string(bytes) + " bytes, more than the " +
                              std::to_string(options_.max_candidate_bytes) + " this server takes");
-    prepared.policy = options_.policy;
-    if (const auto policy = request.find("policy"); policy != request.end())
-      for (const auto& [key, value] : policy->items()) {
-        const nlohmann::json own = options_.policy.value(key, nlohmann::json());
-        // What a request may choose for itself: its reward, and no timing (less work, never more).
-        const bool its_own_choice = key == "reward" || (key == "timing" && value == false);
-        if (own != value && !its_own_choice)
-          throw ServiceError(400, "unsupported_policy",
-                             prefix + "policy." + key + ": this server evaluates with " + key + " " + own.dump() +
-                                 ", not " + value.dump());
-        prepared.policy[key] = value;
-      }
+    prepared.policy = effective_policy(request.value("policy", nlohmann::json::object()), prefix + "policy");
     prepared.priority = request.value("priority", 0);
     if (request.contains("deadline_s"))
       prepared.deadline =
@@ -613,6 +667,7 @@ class EvaluationService {
                      {"task", prepared.task.name},
                      {"client", prepared.client},
                      {"metadata", prepared.normalized.value("metadata", nlohmann::json::object())}};
+    record.status["policy"] = prepared.policy;
     return record;
   }
 

@@ -63,6 +63,7 @@
 #include "cuda_agent/detail/python_interpreter.hpp"
 #include "cuda_agent/detail/sha256.hpp"
 #include "cuda_agent/evaluation.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/library_policy.hpp"
 #include "cuda_agent/resources.hpp"
 #include "cuda_agent/sandbox.hpp"
@@ -272,14 +273,33 @@ class HarnessVerifier {
     prepare();
     const std::lock_guard lock(state_->mutex);
     start_workers();
-    return run_scan(task, files, findings);
+    return run_scan(task, files, findings, task_libraries(task, policy_.libraries));
   }
 
   /// What a trusted evaluation runs before building: the static checks, when the policy
-  /// has them on (nothing otherwise).
-  [[nodiscard]] std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files) {
-    if (!policy_.static_checks) return std::nullopt;
-    return scan(task, files);
+  /// has them on (nothing otherwise); under a request's `policy`, with its library policy.
+  [[nodiscard]] std::optional<Rejection> prescreen(const Task& task, const std::map<std::string, std::string>& files,
+                                                   const EvaluationPolicy& policy = {}) {
+    const VerificationPolicy chosen = policy_for(policy);
+    if (!chosen.static_checks) return std::nullopt;
+    prepare();
+    const std::lock_guard lock(state_->mutex);
+    start_workers();
+    return run_scan(task, files, nullptr, task_libraries(task, chosen.libraries));
+  }
+
+  /// This verifier's policy with a request's choices in place of its own: the tolerance
+  /// profile and the library policy `policy` names. Throws std::invalid_argument for a
+  /// tolerance profile it does not know.
+  [[nodiscard]] VerificationPolicy policy_for(const EvaluationPolicy& policy) const {
+    VerificationPolicy chosen = policy_;
+    if (policy.tolerance) {
+      const std::optional<TolerancePolicy> tolerance = tolerance_profile(*policy.tolerance);
+      if (!tolerance) throw std::invalid_argument("no tolerance profile is named '" + *policy.tolerance + "'");
+      chosen.tolerance = *tolerance;
+    }
+    if (policy.libraries) chosen.libraries = *policy.libraries;
+    return chosen;
   }
 
   /// Whether the task tells real implementations from null ones (zeros, a constant, the
@@ -294,15 +314,18 @@ class HarnessVerifier {
     prepare();
     const std::lock_guard lock(state_->mutex);
     start_workers();
-    return audit_of(task);
+    return audit_of(task, policy_);
   }
 
-  /// The gains `task`'s audit gave weights too small for the tolerance to see, when the
-  /// task has been audited (an empty object otherwise): a timing session of the task applies
-  /// them too, so that its output checks see the model the verification saw.
+  /// The gains the task's latest audit (under the tolerance of its latest verification)
+  /// gave weights too small for the tolerance to see, when the task has been audited (an
+  /// empty object otherwise): a timing session of the task applies them too, so that its
+  /// output checks see the model the verification saw.
   [[nodiscard]] nlohmann::json known_weight_gains(const Task& task) const {
     const std::lock_guard lock(state_->mutex);
-    const auto found = state_->audits.find(audit_key(task));
+    const auto latest = state_->latest_audit.find(task.content_hash());
+    if (latest == state_->latest_audit.end()) return nlohmann::json::object();
+    const auto found = state_->audits.find(latest->second);
     if (found == state_->audits.end()) return nlohmann::json::object();
     return found->second.value("weight_gains", nlohmann::json::object());
   }
@@ -310,21 +333,26 @@ class HarnessVerifier {
   /// The library policy of `task`: the policy's own when it is fixed, else cuBLAS where
   /// the reference multiplies matrices or convolves and cuDNN where it convolves, within
   /// what the policy allows. The reference worker records the operators the reference
-  /// runs (the harness's `library_policy` handler), once per task.
-  [[nodiscard]] LibraryPolicy library_policy(const Task& task) {
+  /// runs (the harness's `library_policy` handler), once per task. Under a request's
+  /// `policy`, its library policy stands for the verifier's own.
+  [[nodiscard]] LibraryPolicy library_policy(const Task& task, const EvaluationPolicy& policy = {}) {
+    const VerificationPolicy chosen = policy_for(policy);
     prepare();
     const std::lock_guard lock(state_->mutex);
     start_workers();
-    return task_libraries(task);
+    return task_libraries(task, chosen.libraries);
   }
 
   /// Decides whether `candidate` (built: its build directory holds the extension)
-  /// computes `task`'s reference function.
-  [[nodiscard]] VerificationResult verify(const Task& task, const Candidate& candidate) {
+  /// computes `task`'s reference function; under a request's `policy`, with its tolerance
+  /// profile and library policy.
+  [[nodiscard]] VerificationResult verify(const Task& task, const Candidate& candidate,
+                                          const EvaluationPolicy& policy = {}) {
     const auto started = std::chrono::steady_clock::now();
+    const VerificationPolicy chosen = policy_for(policy);
     prepare();
     const std::lock_guard lock(state_->mutex);
-    VerificationResult result = run_verification(task, candidate);
+    VerificationResult result = run_verification(task, candidate, chosen);
     result.duration = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - started);
     return result;
   }
@@ -337,8 +365,12 @@ class HarnessVerifier {
     std::unique_ptr<HarnessWorker> candidate;
     std::set<std::string> references_written;
     std::map<std::string, nlohmann::json> audits;
-    /// Library policies derived per task (by content hash), with what decided them.
-    std::map<std::string, std::pair<LibraryPolicy, nlohmann::json>> task_libraries;
+    /// What each task's reference needs of the libraries (by content hash): the harness's
+    /// `library_policy` handler's answer, which each policy resolves in its own way.
+    std::map<std::string, nlohmann::json> task_needs;
+    /// The key of each task's latest audit (by content hash), whose weight gains a timing
+    /// session of the task applies.
+    std::map<std::string, std::string> latest_audit;
   };
 
   void report(std::string_view line) const {
@@ -472,25 +504,27 @@ class HarnessVerifier {
       if (failure) std::rethrow_exception(failure);
   }
 
-  std::pair<std::vector<std::uint32_t>, std::uint32_t> draw_seeds(int count = 0) const {
-    const int wanted = count > 0 ? count : policy_.input_sets;
+  std::pair<std::vector<std::uint32_t>, std::uint32_t> draw_seeds(const VerificationPolicy& policy,
+                                                                  int count = 0) const {
+    const int wanted = count > 0 ? count : policy.input_sets;
     std::random_device entropy;
-    std::vector<std::uint32_t> seeds = policy_.seeds;
+    std::vector<std::uint32_t> seeds = policy.seeds;
     std::set<std::uint32_t> seen(seeds.begin(), seeds.end());
     while (static_cast<int>(seeds.size()) < wanted) {
       const std::uint32_t seed = entropy();
       if (seen.insert(seed).second) seeds.push_back(seed);
     }
     seeds.resize(static_cast<std::size_t>(wanted));
-    return {seeds, policy_.init_seed.value_or(entropy())};
+    return {seeds, policy.init_seed.value_or(entropy())};
   }
 
   /// The input sets of a verification: (scale, distribution) each. The task's own sets of
   /// `scales()`, with the audit's stress distributions in the unscaled places after the
   /// first (the first stays the task's own, which the reference's determinism check
   /// uses), and in further sets where those places run out.
-  std::pair<std::vector<double>, nlohmann::json> input_sets(const nlohmann::json& stress) const {
-    std::vector<double> set_scales = scales(policy_.input_sets);
+  std::pair<std::vector<double>, nlohmann::json> input_sets(const nlohmann::json& stress,
+                                                            const VerificationPolicy& policy) const {
+    std::vector<double> set_scales = scales(policy.input_sets, policy);
     nlohmann::json distributions = nlohmann::json::array();
     for (std::size_t i = 0; i < set_scales.size(); ++i) distributions.push_back(nullptr);
     std::size_t next = 0;
@@ -517,17 +551,21 @@ class HarnessVerifier {
   }
 
   /// What an audit's result depends on besides the task: the harness and the policy.
-  std::string audit_key(const Task& task) const {
-    const nlohmann::json key = {{"task", task.content_hash()},         {"harness", harness_digest()},
-                                {"device", options_.device},           {"tolerance", policy_.tolerance},
-                                {"mode", policy_.model_mode},          {"perturb_weights", policy_.perturb_weights},
-                                {"scales", scales(policy_.input_sets)}};
+  std::string audit_key(const Task& task, const VerificationPolicy& policy) const {
+    const nlohmann::json key = {{"task", task.content_hash()},
+                                {"harness", harness_digest()},
+                                {"device", options_.device},
+                                {"tolerance", policy.tolerance},
+                                {"mode", policy.model_mode},
+                                {"perturb_weights", policy.perturb_weights},
+                                {"scales", scales(policy.input_sets, policy)}};
     return detail::Sha256{}.update("cuda-agent audit v1\n").update(key.dump()).hex_digest();
   }
 
   /// The task's audit, from the caches or run now (and stored in them).
-  nlohmann::json audit_of(const Task& task) {
-    const std::string key = audit_key(task);
+  nlohmann::json audit_of(const Task& task, const VerificationPolicy& policy) {
+    const std::string key = audit_key(task, policy);
+    state_->latest_audit[task.content_hash()] = key;
     if (const auto found = state_->audits.find(key); found != state_->audits.end()) {
       nlohmann::json cached = found->second;
       cached["cached"] = true;
@@ -551,12 +589,12 @@ class HarnessVerifier {
         }
       }
     }
-    const auto [seeds, init_seed] = draw_seeds();
-    nlohmann::json arguments = common_arguments(task, init_seed);
+    const auto [seeds, init_seed] = draw_seeds(policy);
+    nlohmann::json arguments = common_arguments(task, init_seed, policy);
     arguments["seeds"] = seeds;
-    arguments["scales"] = scales(static_cast<int>(seeds.size()));
-    arguments["tolerance"] = policy_.tolerance;
-    const HarnessReply reply = state_->reference->call("audit", arguments, policy_.timeout);
+    arguments["scales"] = scales(static_cast<int>(seeds.size()), policy);
+    arguments["tolerance"] = policy.tolerance;
+    const HarnessReply reply = state_->reference->call("audit", arguments, policy.timeout);
     if (!reply.has_result())
       throw HarnessError("the audit of " + task.name + " failed: " + reply.error_text() + " " + reply.output());
     nlohmann::json result = reply.result();
@@ -570,12 +608,12 @@ class HarnessVerifier {
     return result;
   }
 
-  std::vector<double> scales(int sets) const {
+  std::vector<double> scales(int sets, const VerificationPolicy& policy) const {
     std::vector<double> result(static_cast<std::size_t>(sets), 1.0);
     const std::size_t stressed =
-        std::min(policy_.stress_scales.size(), static_cast<std::size_t>(sets > 1 ? sets - 1 : 0));
+        std::min(policy.stress_scales.size(), static_cast<std::size_t>(sets > 1 ? sets - 1 : 0));
     for (std::size_t i = 0; i < stressed; ++i)
-      result[result.size() - stressed + i] = policy_.stress_scales[policy_.stress_scales.size() - stressed + i];
+      result[result.size() - stressed + i] = policy.stress_scales[policy.stress_scales.size() - stressed + i];
     return result;
   }
 
@@ -591,40 +629,39 @@ class HarnessVerifier {
     return file;
   }
 
-  nlohmann::json common_arguments(const Task& task, std::uint32_t init_seed) {
+  nlohmann::json common_arguments(const Task& task, std::uint32_t init_seed, const VerificationPolicy& policy) {
     return {{"reference_path", write_reference(task).string()},
             {"device", options_.device},
             {"init_seed", init_seed},
-            {"mode", policy_.model_mode},
-            {"perturb_weights", policy_.perturb_weights}};
+            {"mode", policy.model_mode},
+            {"perturb_weights", policy.perturb_weights}};
   }
 
-  /// `library_policy` with the state's lock held and the workers started.
-  LibraryPolicy task_libraries(const Task& task) {
-    if (!policy_.libraries.derive_from_reference) return policy_.libraries;
+  /// `library_policy` under `libraries`, with the state's lock held and the workers started.
+  LibraryPolicy task_libraries(const Task& task, const LibraryPolicy& libraries) {
+    if (!libraries.derive_from_reference) return libraries;
     const std::string hash = task.content_hash();
-    if (const auto known = state_->task_libraries.find(hash); known != state_->task_libraries.end())
-      return known->second.first;
-    const nlohmann::json arguments = {{"reference_path", write_reference(task).string()}, {"device", options_.device}};
-    const HarnessReply reply = state_->reference->call("library_policy", arguments, std::chrono::minutes(2));
-    if (!reply.has_result())
-      throw HarnessError("the library policy of " + task.name + " could not be derived: " + reply.error_text() + " " +
-                         reply.output());
-    const nlohmann::json& derived = reply.result();
-    const LibraryPolicy libraries =
-        policy_.libraries.for_task(derived.value("cublas", false), derived.value("cudnn", false));
-    state_->task_libraries[hash] = {libraries, derived};
-    return libraries;
+    auto known = state_->task_needs.find(hash);
+    if (known == state_->task_needs.end()) {
+      const nlohmann::json arguments = {{"reference_path", write_reference(task).string()},
+                                        {"device", options_.device}};
+      const HarnessReply reply = state_->reference->call("library_policy", arguments, std::chrono::minutes(2));
+      if (!reply.has_result())
+        throw HarnessError("the library policy of " + task.name + " could not be derived: " + reply.error_text() + " " +
+                           reply.output());
+      known = state_->task_needs.emplace(hash, reply.result()).first;
+    }
+    return libraries.for_task(known->second.value("cublas", false), known->second.value("cudnn", false));
   }
 
   std::optional<Rejection> run_scan(const Task& task, const std::map<std::string, std::string>& files,
-                                    nlohmann::json* findings) {
+                                    nlohmann::json* findings, const LibraryPolicy& libraries) {
     nlohmann::json text_files = nlohmann::json::object();
     for (const auto& [name, content] : files) text_files[name] = content;
     const nlohmann::json arguments = {
         {"files", text_files},
         {"reference_source", task.reference_source},
-        {"policy", {{"allow_cublas", task_libraries(task).cublas}, {"allow_cudnn", task_libraries(task).cudnn}}}};
+        {"policy", {{"allow_cublas", libraries.cublas}, {"allow_cudnn", libraries.cudnn}}}};
     const HarnessReply reply = state_->reference->call("scan", arguments, std::chrono::minutes(1));
     if (!reply.has_result())
       throw HarnessError("the static checks failed to run: " + reply.error_text() + " " + reply.output());
@@ -660,7 +697,7 @@ class HarnessVerifier {
     return result;
   }
 
-  VerificationResult run_verification(const Task& task, const Candidate& candidate) {
+  VerificationResult run_verification(const Task& task, const Candidate& candidate, const VerificationPolicy& policy) {
     // Where a verification's time goes on this side, for whoever measures one.
     nlohmann::json host_timings = nlohmann::json::object();
     auto phase_end = [&, mark = std::chrono::steady_clock::now()](const char* name) mutable {
@@ -677,9 +714,9 @@ class HarnessVerifier {
     }
     start_workers();
     phase_end("read_sources_ms");
-    if (policy_.static_checks) {
+    if (policy.static_checks) {
       report("static checks");
-      if (auto rejection = run_scan(task, files, nullptr)) {
+      if (auto rejection = run_scan(task, files, nullptr, task_libraries(task, policy.libraries))) {
         VerificationResult result;
         result.rejection = std::move(rejection);
         return result;
@@ -693,10 +730,10 @@ class HarnessVerifier {
           "no built cuda_extension module in " + candidate.build_directory.string() + "; compile the candidate first");
     if (!files.count(std::string(candidate_model_file)))
       return rejected(RejectionReason::interface_mismatch, "the candidate has no model_new.py");
-    if (policy_.check_linked_symbols) {
+    if (policy.check_linked_symbols) {
       // What the module links, judged before any of its code runs.
       report("link check");
-      const LibraryPolicy libraries = task_libraries(task);
+      const LibraryPolicy libraries = task_libraries(task, policy.libraries);
       LinkCheckResult linked;
       try {
         linked = check_module_symbols(*module, libraries);
@@ -721,9 +758,9 @@ class HarnessVerifier {
     nlohmann::json kept_state = nlohmann::json::object();
     nlohmann::json weight_gains = nlohmann::json::object();
     nlohmann::json audit_summary = nullptr;
-    if (policy_.audit_task) {
+    if (policy.audit_task) {
       report("auditing the task against null models (once per task)");
-      const nlohmann::json audit = audit_of(task);
+      const nlohmann::json audit = audit_of(task, policy);
       phase_end("audit_ms");
       audit_summary = {{"degenerate", audit.value("degenerate", false)},
                        {"passing", audit.value("passing", nlohmann::json::array())},
@@ -748,9 +785,9 @@ class HarnessVerifier {
                                               files.at(std::string(candidate_model_file)), *module,
                                               options_.candidate_identity);
 
-    const auto [set_scales, distributions] = input_sets(stress);
-    const auto [seeds, init_seed] = draw_seeds(static_cast<int>(set_scales.size()));
-    nlohmann::json common = common_arguments(task, init_seed);
+    const auto [set_scales, distributions] = input_sets(stress, policy);
+    const auto [seeds, init_seed] = draw_seeds(policy, static_cast<int>(set_scales.size()));
+    nlohmann::json common = common_arguments(task, init_seed, policy);
     common["session_directory"] = session.directory().string();
     common["output_directory"] = session.output().string();
     // Weights too small for the tolerance to see are enlarged alike on both sides.
@@ -759,27 +796,27 @@ class HarnessVerifier {
     reference_arguments["seeds"] = seeds;
     reference_arguments["scales"] = set_scales;
     reference_arguments["distributions"] = distributions;
-    reference_arguments["runs"] = policy_.runs_per_set;
-    reference_arguments["extra_calls"] = policy_.extra_calls;
+    reference_arguments["runs"] = policy.runs_per_set;
+    reference_arguments["extra_calls"] = policy.extra_calls;
     reference_arguments["plan_seed"] =
-        policy_.plan_seed.value_or((std::uint64_t{std::random_device{}()} << 32) | std::random_device{}());
-    reference_arguments["observe_last_call"] = policy_.observe_device_activity;
-    reference_arguments["tolerance"] = policy_.tolerance;
-    reference_arguments["check_reference_determinism"] = policy_.check_reference_determinism;
+        policy.plan_seed.value_or((std::uint64_t{std::random_device{}()} << 32) | std::random_device{}());
+    reference_arguments["observe_last_call"] = policy.observe_device_activity;
+    reference_arguments["tolerance"] = policy.tolerance;
+    reference_arguments["check_reference_determinism"] = policy.check_reference_determinism;
     nlohmann::json candidate_arguments = common;
     candidate_arguments["candidate_directory"] = session.copy().string();
-    candidate_arguments["policy"] = {{"extra_allowed_operations", policy_.extra_allowed_operations},
-                                     {"observe_device_activity", policy_.observe_device_activity},
+    candidate_arguments["policy"] = {{"extra_allowed_operations", policy.extra_allowed_operations},
+                                     {"observe_device_activity", policy.observe_device_activity},
                                      {"kept_state", kept_state}};
 
     phase_end("session_setup_ms");
     report("running the reference and the candidate");
-    const auto deadline = std::chrono::steady_clock::now() + policy_.timeout;
+    const auto deadline = std::chrono::steady_clock::now() + policy.timeout;
     const std::string reference_id =
-        state_->reference->submit("reference", reference_arguments, policy_.timeout + std::chrono::seconds(30));
+        state_->reference->submit("reference", reference_arguments, policy.timeout + std::chrono::seconds(30));
     std::string candidate_id;
     try {
-      candidate_id = state_->candidate->submit("candidate", candidate_arguments, policy_.timeout);
+      candidate_id = state_->candidate->submit("candidate", candidate_arguments, policy.timeout);
     } catch (const HarnessError&) {
       state_->reference->cancel(reference_id);
       (void)state_->reference->wait(reference_id, deadline + std::chrono::seconds(60));
@@ -810,7 +847,7 @@ class HarnessVerifier {
       host_timings[std::string(role) + "_worker_ms"] = {
           {"reported", reply->message.value("reported_ms", nlohmann::json())},
           {"done", reply->message.value("duration_ms", nlohmann::json())}};
-    VerificationResult result = combine(candidate_reply, reference_reply);
+    VerificationResult result = combine(candidate_reply, reference_reply, policy);
     result.details["host_timings_ms"] = std::move(host_timings);
     result.details["seeds"] = seeds;
     result.details["init_seed"] = init_seed;
@@ -818,7 +855,7 @@ class HarnessVerifier {
     result.details["distributions"] = distributions;
     result.details["audit"] = audit_summary;
     result.details["plan_seed"] = reference_arguments["plan_seed"];
-    result.details["tolerance"] = policy_.tolerance;
+    result.details["tolerance"] = policy.tolerance;
     result.details["device"] = options_.device;
     // Where the workers' start-up went (interpreter, torch import, warm-up), for whoever
     // measures a cold verification.
@@ -833,7 +870,8 @@ class HarnessVerifier {
 
   /// The verdict from what both sides reported. Only the reference side and the
   /// worker's own observations can make a candidate correct.
-  VerificationResult combine(const HarnessReply& candidate, const HarnessReply& reference) const {
+  VerificationResult combine(const HarnessReply& candidate, const HarnessReply& reference,
+                             const VerificationPolicy& policy) const {
     VerificationResult result;
     nlohmann::json& details = result.details;
     details["candidate_output"] = detail::capped(candidate.output(), 8000);
@@ -870,7 +908,7 @@ class HarnessVerifier {
     // What the worker saw itself comes first: these cannot be forged by the candidate.
     if (candidate.timed_out())
       return reject(RejectionReason::timeout, "the candidate did not finish within " +
-                                                  std::to_string(policy_.timeout.count() / 1000) + " s (stopped " +
+                                                  std::to_string(policy.timeout.count() / 1000) + " s (stopped " +
                                                   where + "); look for an endless loop or a kernel that never ends");
     if (const auto signal = candidate.signal())
       return reject(RejectionReason::crashed, "the candidate process was killed by " + detail::signal_name(*signal) +
@@ -922,9 +960,11 @@ class HarnessVerifier {
 static_assert(Verifier<HarnessVerifier>);
 static_assert(PrescreeningVerifier<HarnessVerifier>);
 static_assert(LibraryPolicyVerifier<HarnessVerifier>);
+static_assert(PolicyVerifier<HarnessVerifier>);
 // How the shipped hosts hold it (one verifier for the Verify tool, the profiler's timing
 // and the trusted evaluation): nothing of the above is lost.
 static_assert(PrescreeningVerifier<SharedVerifier<HarnessVerifier>>);
 static_assert(LibraryPolicyVerifier<SharedVerifier<HarnessVerifier>>);
+static_assert(PolicyVerifier<SharedVerifier<HarnessVerifier>>);
 
 }  // namespace cuda_agent

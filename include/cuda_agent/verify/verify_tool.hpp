@@ -19,6 +19,7 @@
 
 #include "cuda_agent/compile/compile_driver.hpp"
 #include "cuda_agent/compile/compile_tool.hpp"
+#include "cuda_agent/evaluation_policy.hpp"
 #include "cuda_agent/task.hpp"
 #include "cuda_agent/tool.hpp"
 #include "cuda_agent/verifier.hpp"
@@ -34,6 +35,9 @@ struct VerifyToolOptions {
   /// Bytes of the candidate's own printed output shown to the model.
   std::size_t output_limit = 3000;
   std::size_t max_diagnostics = 30;
+  /// The episode's own choices (tolerance profile, library policy), where the verifier
+  /// takes them (`PolicyVerifier`): the tool judges as the episode's trusted evaluation will.
+  EvaluationPolicy policy;
 };
 
 /// The `Verify` tool for one task (one episode). Shares the driver and the verifier
@@ -70,7 +74,11 @@ class VerifyTool {
     CompileResult build;
     try {
       // The task's library policy where the verifier derives one, as the trusted evaluation builds.
-      if constexpr (LibraryPolicyVerifier<V>)
+      if constexpr (PolicyVerifier<V>)
+        build = driver_->build(
+            context.workspace(), options_.build_directory,
+            verifier_->library_policy(task_, options_.policy).intersection(driver_->options().libraries));
+      else if constexpr (LibraryPolicyVerifier<V>)
         build = driver_->build(context.workspace(), options_.build_directory,
                                verifier_->library_policy(task_).intersection(driver_->options().libraries));
       else
@@ -85,7 +93,11 @@ class VerifyTool {
           {{"stage", "compile"}, {"correct", false}});
     VerificationResult result;
     try {
-      result = verifier_->verify(task_, Candidate{context.workspace(), options_.build_directory});
+      const Candidate candidate{context.workspace(), options_.build_directory};
+      if constexpr (PolicyVerifier<V>)
+        result = verifier_->verify(task_, candidate, options_.policy);
+      else
+        result = verifier_->verify(task_, candidate);
     } catch (const std::exception& error) {
       return ToolResult::error(std::string("The verifier failed (not your code): ") + error.what(),
                                {{"environment_error", true}});
