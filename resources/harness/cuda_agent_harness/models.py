@@ -246,10 +246,13 @@ def apply_weight_gains(model: nn.Module, gains: dict | None) -> None:
                 value.mul_(float(gain))
 
 
-def build_reference_model(module, init_seed: int, device: str, mode: str, perturb: bool, gains: dict | None = None):
-    """The reference as verification runs it: built under ``init_seed``, its weights
-    perturbed (``perturb_parameters``) and then multiplied by the audit's ``gains``."""
-    arguments = init_inputs(module, init_seed, device)
+def build_reference_model(module, init_seed: int, device: str, mode: str, perturb: bool, gains: dict | None = None,
+                          arguments: list | None = None):
+    """The reference as verification runs it: built under ``init_seed`` (from ``arguments``,
+    by default ``get_init_inputs()``), its weights perturbed (``perturb_parameters``) and
+    then multiplied by the audit's ``gains``."""
+    if arguments is None:
+        arguments = init_inputs(module, init_seed, device)
     seed_everything(init_seed)
     with torch.device(device):
         model = module.Model(*arguments)
@@ -259,6 +262,59 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
     apply_weight_gains(model, gains)
     model.train(mode == "train")
     return model, arguments
+
+
+# ---------------------------------------------------------------------------------------
+# Constructor constants
+
+#: The floating-point numbers among the constructor's arguments are multiplied by one factor
+#: in this range, drawn from the init seed, for the verification's last call (below one, so
+#: that a probability or a fraction stays in its domain; one factor for all of them, so that
+#: their order and signs stay: a lower bound stays below its upper bound).
+CONSTANT_FACTOR_RANGE = (0.5, 0.9)
+
+
+def changed_constants(arguments: list, init_seed: int) -> tuple[list, list[dict]]:
+    """``arguments`` (``get_init_inputs()``'s) with every finite, nonzero floating-point
+    number multiplied by the factor of ``init_seed``, and what changed: {"position",
+    "original", "changed"} each. A KernelBench reference takes a divisor, a scaling factor, a
+    slope or a bound as a number of its constructor, and ModelNew gets the same number: a
+    kernel that hard-codes it instead of reading it is right for get_init_inputs() alone.
+    Integers are sizes, counts and kernel sizes (they change shapes), booleans and strings
+    are switches; they stay, and so do numbers inside containers."""
+    low, high = CONSTANT_FACTOR_RANGE
+    factor = low + (high - low) * (_derived_seed("constants", init_seed) / float(1 << 63))
+    changed, changes = [], []
+    for position, value in enumerate(arguments):
+        if isinstance(value, float) and math.isfinite(value) and value != 0.0:
+            new = float(value) * factor
+            changes.append({"position": position, "original": float(value), "changed": new})
+            value = new
+        changed.append(value)
+    return changed, changes
+
+
+def build_with_changed_constants(module, init_seed: int, device: str, mode: str, perturb: bool, gains: dict | None,
+                                 arguments: list, state: dict):
+    """The reference built as ``build_reference_model`` builds it, from ``arguments`` with
+    their floating-point numbers changed (``changed_constants``): (model, the changed
+    arguments, the changes), or None where there is nothing to change, where Model refuses
+    the other values, or where its state dict no longer has the names and shapes of
+    ``state`` (the number was a size). Both processes of a verification build it, under the
+    same seed: the weights of a Model whose initialization does not read the numbers are
+    those of ``state``."""
+    changed, changes = changed_constants(arguments, init_seed)
+    if not changes:
+        return None
+    try:
+        model, _ = build_reference_model(module, init_seed, device, mode, perturb, gains, changed)
+    except Exception:
+        return None
+    own = model.state_dict()
+    if set(own) != set(state) or any(tuple(own[name].shape) != tuple(state[name].shape) for name in own
+                                     if isinstance(own[name], torch.Tensor)):
+        return None
+    return model, changed, changes
 
 
 # ---------------------------------------------------------------------------------------

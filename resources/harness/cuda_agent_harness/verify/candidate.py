@@ -3,8 +3,9 @@
 
 Order of events, so that the candidate learns nothing it could use too early:
   1. the reference's weights and init inputs are rebuilt here from the init seed (the same
-     construction as in the reference process), torch's thread pools are started, and the
-     state the candidate must leave alone is recorded;
+     construction as in the reference process, once more with the changed constructor
+     numbers of step 6), torch's thread pools are started, and the state the candidate must
+     leave alone is recorded;
   2. the extension and ``model_new.py`` are imported and ``ModelNew`` is built and given
      the reference's weights with a strict ``load_state_dict``;
   3. only then does the reference process hand out the calls of its plan (``plans.py``),
@@ -15,7 +16,11 @@ Order of events, so that the candidate learns nothing it could use too early:
   4. every call runs under the forward guard, into poisoned memory, and is followed by the
      checks that nothing it started outlives it and that ModelNew's own Python state did not
      change (after the first few calls, ``checks/steadiness.py``);
-  5. the outputs go into a slot file as raw bytes; the reference process judges them.
+  5. the outputs go into a slot file as raw bytes; the reference process judges them;
+  6. where the reference process asks for it after the plan, ModelNew is constructed again
+     from get_init_inputs() with its floating-point numbers changed (their weights, too,
+     built in step 1), and called once more: a kernel must compute with the values its
+     constructor receives.
 
 What this process reports is untrusted: a rejection it reports is believed (a candidate
 gains nothing by failing itself), but correctness is decided by the reference process.
@@ -183,16 +188,22 @@ def _build(module, reference_class: type, init_arguments: list, state: dict, dev
                        f"ModelNew.__init__ takes ({', '.join(['self'] + have)}) but Model.__init__ takes"
                        f" ({', '.join(['self'] + want)}); ModelNew must have Model's constructor signature and"
                        " parameter names.", {"expected": want, "actual": have})
+    return _construct(model_class, init_arguments, state, device, mode)
+
+
+def _construct(model_class: type, init_arguments: list, state: dict, device: str, mode: str, when: str = ""):
+    """ModelNew built from ``init_arguments``, on ``device``, holding ``state``; ``when``
+    tells a rejection which construction failed."""
     try:
         model = model_class(*init_arguments)
     except BaseException as error:
-        raise Rejected("runtime_error", f"ModelNew(...) raised {type(error).__name__}: {error}",
+        raise Rejected("runtime_error", f"ModelNew(...) raised {type(error).__name__}{when}: {error}",
                        {"traceback": _candidate_traceback(error)}) from None
     try:
         model = model.to(device)
         model.train(mode == "train")
     except BaseException as error:
-        raise Rejected("runtime_error", f"moving ModelNew to {device} failed: {type(error).__name__}: {error}",
+        raise Rejected("runtime_error", f"moving ModelNew to {device} failed{when}: {type(error).__name__}: {error}",
                        {"traceback": _candidate_traceback(error)}) from None
     _load_weights(model, state)
     return model
@@ -508,6 +519,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
         args.get("weight_gains"))
     state = {name: tensor.detach().clone() for name, tensor in reference_model.state_dict().items()}
     del reference_model
+    constants = _changed_construction(reference_module, args, device, mode, init_arguments, state)
     hygiene.warm_thread_pools(device)
     # Entering the torch modes the first time imports parts of torch that rebind some of its
     # functions; that must happen before the baseline is taken.
@@ -527,6 +539,7 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     baseline = Baseline()
     module, wrapped = _import_candidate(args["candidate_directory"], counters)
     report["observations"]["extension_functions"] = wrapped
+    model_class = getattr(module, "ModelNew", None)
     try:
         model = _build(module, reference_class, init_arguments, state, device, mode)
     except Rejected:
@@ -537,7 +550,8 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
     _check_aftermath(baseline, "importing and constructing ModelNew", check_threads=True)
     timings["load_ms"] = (time.monotonic() - mark) * 1000
 
-    session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state)})
+    session.send({"type": "constructed", "weights_fingerprint": models.state_fingerprint(state),
+                  "constants_fingerprint": constants["weights"] if constants else None})
 
     caller = Caller(model, device, counters, baseline, args.get("policy", {}))
     watch = StateWatch(model, module, weights=state, buffers_fixed=mode == "eval",
@@ -554,6 +568,17 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
         if step is None:
             break
         label = f"call {int(step['call']) + 1}"
+        if step.get("constants"):
+            if constants is None or watch is None:
+                raise SessionClosed("the reference asked for a call on changed constructor arguments this process"
+                                    " has no weights for, or for a second one")
+            # The plan is over: the first ModelNew is checked, let go, and replaced.
+            watch.after_last_call()
+            watch = caller.model = model = None
+            model = _rebuild(model_class, constants, counters, baseline, device, mode)
+            caller.model = model
+        elif watch is None:
+            raise SessionClosed("a call of the plan came after the call on changed constructor arguments")
         pristine, fingerprint = inputs_of.get(int(step["seed"]), float(step.get("scale", 1.0)), step.get("distribution"))
         returned = [int(i) for i in step.get("return_inputs") or []]
         inputs = caller.place(pristine, step.get("placement") or {})
@@ -563,7 +588,8 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
                 raise Rejected("input_mutated",
                                f"ModelNew.forward changed input {index} in place on {label}, but the reference"
                                " leaves its inputs unchanged. Write results into new tensors.", {"input": index})
-        watch.after_call(label, [tensor for _, tensor in layout], inputs)
+        if watch is not None:
+            watch.after_call(label, [tensor for _, tensor in layout], inputs)
         input_descriptions = {}
         for index in returned:
             input_descriptions[str(index)] = tensorio.describe(inputs[index], layout)
@@ -573,12 +599,50 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
         # ``outputs`` stays alive while the next call runs, so that call's outputs cannot
         # be placed in this call's memory.
         report["observations"]["item_calls"] = guard.item_calls
-    watch.after_last_call()
+    if watch is not None:
+        watch.after_last_call()
     timings["calls_ms"] = (time.monotonic() - mark) * 1000
     timings.update(caller.timings_ms)
     timings.update(slots.timings_ms)
     report["observations"]["device_activity"] = caller.device_activity
     report["observations"]["checks"] = calls
+
+
+def _changed_construction(module, args: dict, device: str, mode: str, arguments: list, state: dict) -> dict | None:
+    """What the verification's call on changed constructor arguments needs, built before the
+    candidate's code is imported (the reference Model is gone then), or None where the
+    reference process makes no such call (``models.build_with_changed_constants``): the
+    arguments with their floating-point numbers changed ("arguments", "changes"), the weights
+    of the reference built from them ("state": ``state`` itself where they are the same, as
+    they are wherever initialization reads no such number) and their fingerprint
+    ("weights")."""
+    built = models.build_with_changed_constants(module, int(args["init_seed"]), device, mode,
+                                                bool(args.get("perturb_weights", True)), args.get("weight_gains"),
+                                                arguments, state)
+    if built is None:
+        return None
+    model, changed, changes = built
+    own = model.state_dict()
+    weights = models.state_fingerprint(own)
+    if not all(torch.equal(tensor, state[name]) for name, tensor in own.items()):
+        state = {name: tensor.detach().clone() for name, tensor in own.items()}
+    return {"arguments": changed, "changes": changes, "state": state, "weights": weights}
+
+
+def _rebuild(model_class: type, constants: dict, counters: Counters, baseline: Baseline, device: str, mode: str):
+    """ModelNew constructed again, from the changed constructor arguments, holding the
+    weights of the reference built from them, with the checks of the first construction."""
+    shown = ", ".join(f"get_init_inputs()[{change['position']}] = {change['changed']!r} instead of"
+                      f" {change['original']!r}" for change in constants["changes"])
+    when = f"constructing ModelNew with {shown}"
+    try:
+        model = _construct(model_class, constants["arguments"], constants["state"], device, mode, f" when {when}")
+    except Rejected:
+        _check_captures(counters, when)
+        raise
+    _check_captures(counters, when)
+    _check_aftermath(baseline, when, check_threads=True)
+    return model
 
 
 class InputSets:

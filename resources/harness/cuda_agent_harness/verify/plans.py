@@ -95,6 +95,15 @@ def _modes(calls: int, rng: random.Random) -> list[str]:
     return [FRESH] + [PREVIOUS] * (calls - 1)
 
 
+def constants_step(call: int, inputs: int, rng: random.Random) -> dict:
+    """The call after the plan, on the inputs of the first set in fresh memory, that goes to
+    Model and ModelNew constructed with other floating-point constructor arguments
+    (``verify.reference.ConstantsPass``). It comes after every call of the plan was judged:
+    the candidate's process builds the second ModelNew then, in place of the first."""
+    return {"call": call, "set": 0, "run": 1, "constants": True,
+            "placement": {"mode": FRESH, "pads": [rng.randint(0, MAX_PAD_STEPS) for _ in range(inputs)]}}
+
+
 def repeat_step(call: int, original: dict, calls_since: int) -> dict:
     """A further call on the inputs of ``original``, in the same buffers: what tells a
     wrong result from one that depends on something besides the inputs. ``calls_since``:

@@ -7,9 +7,11 @@ order, where the inputs lie) and hands it to the candidate one call at a time, a
 the candidate's outputs as they arrive over the session: it reads them as raw bytes from
 the candidate's slot files and compares them here, with atol scaled to each output's
 magnitude. A first call on a set that gives wrong values is repeated on the same inputs,
-so that a result depending on more than its inputs is reported as such. This process
-never imports candidate code, and its sandbox cannot read the candidate's files (only the
-slots the candidate writes)."""
+so that a result depending on more than its inputs is reported as such. Where the task's
+constructor takes floating-point numbers that its output depends on, a last call goes to
+models built with other values of them (``ConstantsPass``). This process never imports
+candidate code, and its sandbox cannot read the candidate's files (only the slots the
+candidate writes)."""
 
 from __future__ import annotations
 
@@ -166,6 +168,84 @@ def run_reference_sets(module, model, args: dict, device: str, specs: list | Non
     return expected
 
 
+class ConstantsPass:
+    """The verification's last call: Model and ModelNew both built from get_init_inputs()
+    with its floating-point numbers changed (``models.changed_constants``), called on the
+    inputs of the first set. A kernel that hard-codes such a number (a divisor written as
+    ``* 0.5f``) instead of using the value ModelNew receives is right for get_init_inputs()
+    alone, and no input set shows it: every set is computed by models built from the same
+    arguments."""
+
+    def __init__(self, changes: list[dict], expected: Expected, weights: str):
+        self.changes = changes
+        self.expected = expected
+        #: The fingerprint of the weights the changed Model holds (the candidate's process
+        #: builds the same and loads them into its second ModelNew).
+        self.weights = weights
+
+    def describe(self) -> str:
+        """'get_init_inputs()[2] (divisor) = 1.4 instead of 2.0'."""
+        return ", ".join(f"get_init_inputs()[{change['position']}]"
+                         + (f" ({change['name']})" if change.get("name") else "")
+                         + f" = {change['changed']!r} instead of {change['original']!r}" for change in self.changes)
+
+    def advice(self) -> str:
+        """What a rejection on the call tells the candidate to do."""
+        name = next((change["name"] for change in self.changes if change.get("name")), "scale")
+        return (" Every earlier call on this input set matched, with get_init_inputs()'s own arguments: ModelNew"
+                " computes with the numbers of get_init_inputs() rather than the values its constructor receives."
+                f" Keep what __init__ is given (self.{name} = {name}) and pass it to the kernels at each call (or a"
+                f" value computed from it on the host, such as 1.0 / {name}); do not write such constants into the"
+                " kernels.")
+
+
+def _non_finite_outputs(entry: Expected) -> set[int]:
+    return {position for position, tensor in enumerate(entry.tensors) if not compare.nonfinite_free(tensor)}
+
+
+def constants_pass(module, args: dict, device: str, arguments: list, state: dict, spec: tuple,
+                   baseline: Expected) -> ConstantsPass | None:
+    """The expected outputs of the reference built with changed constructor numbers on the
+    input set of ``spec`` (the first), whose outputs with the task's own arguments are
+    ``baseline``; None where no such call can tell anything: no floating-point number among
+    the arguments, a Model that refuses the other values, fails on them, or gives outputs of
+    other shapes (the number is a size) or non-finite values where it gave none, or outputs
+    that stay within the tolerance of ``baseline`` (the output does not depend on the
+    numbers: an epsilon, a dropout probability in eval mode)."""
+    built = models.build_with_changed_constants(module, int(args["init_seed"]), device, args.get("mode", "eval"),
+                                                bool(args.get("perturb_weights", True)), args.get("weight_gains"),
+                                                arguments, state)
+    if built is None:
+        return None
+    model, _, changes = built
+    seed, scale, distribution = spec
+    inputs = models.generate_inputs(module, seed, scale, device, distribution)
+    pristine = _clone_inputs(inputs)
+    working = _clone_inputs(inputs)
+    try:
+        with torch.no_grad():
+            outputs = model(*working)
+        if device == "cuda":
+            torch.cuda.synchronize()
+    except Exception:
+        return None
+    entry = Expected(outputs, pristine, working, models.fingerprint(pristine), args["tolerance"])
+    try:
+        compare.compare_structure(baseline.description, entry.description)
+        depends = baseline.mismatch(outputs) is not None
+    except Failure as failure:
+        if failure.reason != "value_mismatch":  # another shape or type: the number is a size
+            return None
+        depends = True  # a number the reference returns changed with them
+    if not depends or entry.mutated != baseline.mutated or _non_finite_outputs(entry) - _non_finite_outputs(baseline):
+        return None
+    weights = models.state_fingerprint(model.state_dict())
+    names = models.signature_parameters(module.Model)
+    for change in changes:
+        change["name"] = names[change["position"]] if change["position"] < len(names) else None
+    return ConstantsPass(changes, entry, weights)
+
+
 def _ordinal(number: int) -> str:
     return {1: "1st", 2: "2nd", 3: "3rd"}.get(number, f"{number}th")
 
@@ -173,9 +253,12 @@ def _ordinal(number: int) -> str:
 class Judge:
     """Compares what the candidate announces with the expected outputs, call by call."""
 
-    def __init__(self, expected: list[Expected], args: dict, specs: list | None = None):
+    def __init__(self, expected: list[Expected], args: dict, specs: list | None = None,
+                 constants: ConstantsPass | None = None):
         self.expected = expected
         self.specs = set_specs(args) if specs is None else specs
+        #: The last call's expectations, on models built with other constructor numbers.
+        self.constants = constants
         self.output_directory = args["output_directory"]
         self.checks: list[dict] = []
         #: Input set -> the first call on it that matched.
@@ -188,6 +271,10 @@ class Judge:
 
     def where(self, step: dict) -> str:
         """'call 4 (input set 2, its 2nd call, in fresh memory)'."""
+        if step.get("constants"):
+            return (f"call {step['call'] + 1} ({describe_set(step['set'], self.specs[step['set']])}, on Model and"
+                    f" ModelNew constructed with {self.constants.describe()}, inputs"
+                    f" {plans.describe_placement(step['placement'])})")
         return (f"call {step['call'] + 1} ({describe_set(step['set'], self.specs[step['set']])}, its"
                 f" {_ordinal(step['run'])} call, inputs {plans.describe_placement(step['placement'])})")
 
@@ -210,12 +297,14 @@ class Judge:
             raise Failure("harness_error", "the candidate process named an invalid slot file")
         path = os.path.join(self.output_directory, slot)
         set_index = step["set"]
-        expected = self.expected[set_index]
+        constants = bool(step.get("constants"))
+        expected = self.constants.expected if constants else self.expected[set_index]
         if message.get("input_fingerprint") != expected.fingerprint:
             raise models.TaskError(
                 f"input set {set_index} differs between the reference and the candidate process; the task's"
                 " get_inputs() must depend only on torch's and Python's random generators so that a seed reproduces it")
-        written_before = set_index in self.matched
+        # The other model's outputs were never written before: its first call.
+        written_before = set_index in self.matched and not constants
         where = self.where(step)
         try:
             description = tensorio.validate(message.get("outputs"))
@@ -252,7 +341,15 @@ class Judge:
                               " threads or blocks.",
                               dict(failure.details, first_reason=failure.reason, matched_call=earlier + 1)) from None
             failure.message = f"On {where}: {failure.message}"
+            if constants:
+                failure.details["constants"] = self.constants.changes
+                failure.message += self.constants.advice()
             raise
+        if constants:
+            self.checks.append({"call": step["call"] + 1, "set": set_index, "run": step["run"],
+                                "placement": step["placement"]["mode"], "passed": True, "errors": stats,
+                                "constants": self.constants.changes})
+            return
         self.matched.setdefault(set_index, step["call"])
         self.checks.append({"call": step["call"] + 1, "set": set_index, "run": step["run"],
                             "placement": step["placement"]["mode"], "passed": True, "errors": stats})
@@ -272,12 +369,16 @@ def _receive(session: Session, expected_type: str) -> dict:
     return message
 
 
-def _plan(args: dict, sets: int, inputs: int) -> list[dict]:
+def _plan(args: dict, sets: int, inputs: int, constants: bool = False) -> list[dict]:
     """The verification's plan, from the host's plan seed (drawn from the system's entropy
-    when the host gives none). The candidate never sees the seed."""
+    when the host gives none), with the call on changed constructor arguments last where
+    ``constants``. The candidate never sees the seed."""
     plan_seed = args.get("plan_seed")
     rng = random.Random(int(plan_seed) if plan_seed is not None else secrets.randbits(64))
-    return plans.make_plan(sets, int(args.get("runs", 2)), int(args.get("extra_calls", 2)), inputs, rng)
+    steps = plans.make_plan(sets, int(args.get("runs", 2)), int(args.get("extra_calls", 2)), inputs, rng)
+    if constants:
+        steps.append(plans.constants_step(len(steps), inputs, rng))
+    return steps
 
 
 class Verification:
@@ -296,10 +397,14 @@ class Verification:
 
     def _send_step(self, step: dict, observe: bool = False) -> None:
         seed, scale, distribution = self.specs[step["set"]]
-        # What the candidate learns: this call's inputs and where to put them, nothing more.
-        self.session.send({"type": "call", "call": step["call"], "seed": seed, "scale": scale,
-                           "distribution": distribution, "placement": step["placement"],
-                           "return_inputs": self.expected[step["set"]].mutated, "observe": observe})
+        # What the candidate learns: this call's inputs and where to put them, nothing more
+        # (and, for the last call of all, that it goes to a ModelNew built with other numbers).
+        message = {"type": "call", "call": step["call"], "seed": seed, "scale": scale, "distribution": distribution,
+                   "placement": step["placement"], "return_inputs": self.expected[step["set"]].mutated,
+                   "observe": observe}
+        if step.get("constants"):
+            message["constants"] = True
+        self.session.send(message)
 
     def _outputs(self, step: dict) -> dict:
         message = _receive(self.session, "outputs")
@@ -307,7 +412,7 @@ class Verification:
         return message
 
     def run(self) -> None:
-        steps = self.steps
+        steps = [step for step in self.steps if not step.get("constants")]
         last = len(steps) - 1
         self._send_step(steps[0], observe=self.observe_last and last == 0)
         for index, step in enumerate(steps):
@@ -320,6 +425,16 @@ class Verification:
                 self.judge.check(message, step)
             except Failure as failure:
                 self._settle(failure, step, pending=index < last)
+        # The call on other constructor arguments goes out only once the plan is judged: the
+        # candidate's process then replaces its ModelNew for good.
+        for step in (step for step in self.steps if step.get("constants")):
+            self._send_step(step)
+            message = self._outputs(step)
+            try:
+                self.judge.check(message, step)
+            except Failure:
+                self.session.send({"type": "stop"})
+                raise
         self.session.send({"type": "done"})
 
     def _settle(self, failure: Failure, step: dict, pending: bool) -> None:
@@ -376,12 +491,13 @@ def reference(args: dict, context) -> dict:
     mark = time.monotonic()
     models.setup_device(device)
     module = models.load_reference(args["reference_path"])
-    model, _ = models.build_reference_model(module, int(args["init_seed"]), device, args.get("mode", "eval"),
-                                            bool(args.get("perturb_weights", True)), args.get("weight_gains"))
+    model, arguments = models.build_reference_model(module, int(args["init_seed"]), device, args.get("mode", "eval"),
+                                                    bool(args.get("perturb_weights", True)), args.get("weight_gains"))
     state = model.state_dict()
     weights = models.state_fingerprint(state)
     specs = set_specs(args, near_repeat=True)
     expected = run_reference_sets(module, model, args, device, specs)
+    constants = constants_pass(module, args, device, arguments, state, specs[0], expected[0])
     if device == "cuda":
         # What only running the sets needed (their inputs, the copies that show whether the
         # model changed them) would stay reserved in torch's cache, while the candidate's
@@ -390,8 +506,8 @@ def reference(args: dict, context) -> dict:
         # did not fit. The expected outputs themselves stay.
         torch.cuda.empty_cache()
     timings["reference_ms"] = (time.monotonic() - mark) * 1000
-    judge = Judge(expected, args, specs)
-    steps = _plan(args, len(expected), max(entry.input_count for entry in expected))
+    judge = Judge(expected, args, specs, constants)
+    steps = _plan(args, len(expected), max(entry.input_count for entry in expected), constants is not None)
     verification = Verification(session, judge, steps, judge.specs, expected, bool(args.get("observe_last_call", True)))
     verdict = {"correct": False, "reason": "crashed",
                "message": "the candidate process ended before it sent its outputs"}
@@ -401,6 +517,10 @@ def reference(args: dict, context) -> dict:
         if message.get("weights_fingerprint") != weights:
             raise models.TaskError("the reference weights differ between the reference and the candidate process;"
                                    " Model's construction must depend only on torch's random generator")
+        if constants is not None and message.get("constants_fingerprint") != constants.weights:
+            raise models.TaskError("the reference built with changed floating-point constructor arguments differs"
+                                   " between the reference and the candidate process; Model's construction must"
+                                   " depend only on its arguments and torch's random generator")
         candidate_stage = "constructed"
         mark = time.monotonic()
         try:
@@ -425,7 +545,8 @@ def reference(args: dict, context) -> dict:
         "verdict": verdict,
         "checks": judge.checks,
         "planned_calls": len(steps),
-        "plan": [{"set": step["set"], "placement": step["placement"]["mode"]} for step in steps],
+        "plan": [dict({"set": step["set"], "placement": step["placement"]["mode"]},
+                      **({"constants": constants.changes} if step.get("constants") else {})) for step in steps],
         "candidate_stage": candidate_stage,
         "expected": {"outputs": first.description, "mutated_inputs": first.mutated},
         "input_sets": len(expected),
