@@ -265,16 +265,10 @@ int run_bench(BenchOptions& options) {
     std::filesystem::path candidate = sample.path;
     if (!sample.is_directory) {
       const GenerationConversion converted = convert_kernelbench_generation(sandbox, sample.path, conversion);
-      item.record.generation = {{"build_function", converted.build_function},
-                                {"build_line", converted.build_line},
-                                {"notes", converted.notes}};
+      item.record.generation = describe_conversion(converted);
       if (converted.rejection) {
-        Evaluation refused;
-        refused.compile.log = "not built: the generation cannot be laid out as a candidate";
-        refused.verification.emplace();
-        refused.verification->rejection = converted.rejection;
         item.record.outcome = to_string(PoolOutcome::evaluated);
-        item.record.evaluation = std::move(refused);
+        item.record.evaluation = refused_evaluation(converted);
         pending.push_back(std::move(item));
         continue;
       }

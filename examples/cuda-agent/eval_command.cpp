@@ -323,9 +323,7 @@ int run_eval(EvalOptions& options) {
 
   Evaluation evaluation;
   if (generation && generation->rejection) {
-    evaluation.compile.log = "not built: the generation cannot be laid out as a candidate";
-    evaluation.verification.emplace();
-    evaluation.verification->rejection = generation->rejection;
+    evaluation = refused_evaluation(*generation);
   } else if (options.unconfined) {
     evaluation = evaluate_with(std::make_shared<CompileDriver<ProcessSandbox>>(ProcessSandbox(build_sandbox), compile),
                                harness, policy, evaluator_options, timing, task, candidate);
@@ -349,10 +347,7 @@ int run_eval(EvalOptions& options) {
           {"label", reward.label},
           {"explanation", reward.explanation}}},
         {"rejection", evaluation.rejection() ? nlohmann::json(*evaluation.rejection()) : nlohmann::json(nullptr)}};
-    if (generation)
-      document["generation"] = {{"build_function", generation->build_function},
-                                {"build_line", generation->build_line},
-                                {"notes", generation->notes}};
+    if (generation) document["generation"] = describe_conversion(*generation);
     const std::string text = document.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
     if (options.json == "-") {
       std::cout << text;

@@ -62,6 +62,23 @@ struct GenerationConversionOptions {
   std::size_t max_file_bytes = std::size_t{1} << 20;
 };
 
+/// The evaluation of a generation that could not be laid out: nothing built, its rejection
+/// as the verdict (so that a reward policy scores it as any rejected candidate).
+[[nodiscard]] inline Evaluation refused_evaluation(const GenerationConversion& conversion) {
+  Evaluation evaluation;
+  evaluation.compile.log = "not built: the generation cannot be laid out as a candidate";
+  evaluation.verification.emplace();
+  evaluation.verification->rejection = conversion.rejection;
+  return evaluation;
+}
+
+/// How the generation was laid out, for a result document.
+[[nodiscard]] inline nlohmann::json describe_conversion(const GenerationConversion& conversion) {
+  return {{"build_function", conversion.build_function},
+          {"build_line", conversion.build_line},
+          {"notes", conversion.notes}};
+}
+
 namespace detail {
 
 /// The generation's failure as a candidate's rejection.
