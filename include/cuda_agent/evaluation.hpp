@@ -6,7 +6,9 @@
 /// structured diagnostics, the verifier's verdict with a machine-readable reason, the
 /// profiler's timing statistics and speedup verdicts, and the reward derived from them.
 
+#include <algorithm>    // transform
 #include <array>        // array
+#include <cctype>       // tolower
 #include <chrono>       // milliseconds
 #include <cstddef>      // size_t
 #include <filesystem>   // path
@@ -144,6 +146,17 @@ struct Rejection {
   std::string message;
   nlohmann::json details = nlohmann::json::object();
 };
+
+/// Whether `rejection` says the device's memory ran out in the candidate's process (torch's
+/// "CUDA out of memory", an allocation that failed): whose failure that is depends on who
+/// held the memory.
+[[nodiscard]] inline bool is_out_of_device_memory(const Rejection& rejection) {
+  if (rejection.reason != RejectionReason::runtime_error && rejection.reason != RejectionReason::crashed) return false;
+  std::string message = rejection.message;
+  std::transform(message.begin(), message.end(), message.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return message.find("out of memory") != std::string::npos || message.find("outofmemoryerror") != std::string::npos;
+}
 
 struct VerificationResult {
   bool correct = false;

@@ -150,8 +150,9 @@ def test_a_correct_candidate_passes_every_plan_and_every_call_is_checked(tmp_pat
 def test_the_reference_reports_what_it_held_for_the_pools_memory_admission(tmp_path):
     result, _ = support.verify(tmp_path, sets=2)
     # Model of the ReLU task: no parameters; inputs and output of 8 x 64 floats.
+    # On the CPU nothing is held on a device, and no device size is reported.
     assert result["footprint"] == {"parameter_bytes": 0, "input_bytes": 8 * 64 * 4, "output_bytes": 8 * 64 * 4,
-                                   "peak_device_bytes": 0}
+                                   "peak_device_bytes": 0, "held_device_bytes": 0, "expected_on_host": False}
 
 
 EXPLOITS = support.EXTENSION + '''

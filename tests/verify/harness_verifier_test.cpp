@@ -385,3 +385,36 @@ TEST_CASE("the tolerance policy scales atol to the output's magnitude and says s
   CHECK((older.for_output("float32", 1e-4) == ca::Tolerance{1e-2, 1e-2}));
   CHECK_FALSE(nlohmann::json(older).contains("atol_scale"));
 }
+
+TEST_CASE("running out of device memory the evaluation itself took is the harness's error, never the candidate's",
+          "[verifier]") {
+  constexpr std::uint64_t gib = std::uint64_t{1} << 30;
+  const std::string out_of_memory =
+      "ModelNew.forward raised on call 1: OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB";
+  // 19_ReLU on an 80 GiB device with the expected outputs on the device: 30 GiB held by the
+  // reference, 6 GiB inputs and outputs placed for the candidate.
+  const nlohmann::json crowded = {{"held_device_bytes", 30 * gib},
+                                  {"input_bytes", 6 * gib},
+                                  {"output_bytes", 6 * gib},
+                                  {"device_total_bytes", 80 * gib}};
+  const auto blamed = ca::detail::evaluator_out_of_memory(ca::RejectionReason::runtime_error, out_of_memory, crowded);
+  REQUIRE(blamed);
+  CHECK(blamed->find("60.0 GiB of its 80.0 GiB") != std::string::npos);
+  CHECK(blamed->find("not judged") != std::string::npos);
+  CHECK(ca::detail::evaluator_out_of_memory(ca::RejectionReason::crashed, "the candidate process failed: out of memory",
+                                            crowded));
+
+  // With the expected outputs on the host the evaluation takes 30 of 80 GiB: the candidate's.
+  nlohmann::json lean = crowded;
+  lean["held_device_bytes"] = 0;
+  CHECK_FALSE(ca::detail::evaluator_out_of_memory(ca::RejectionReason::runtime_error, out_of_memory, lean));
+  // Only an out-of-memory failure, and only where the reference's report tells the device.
+  CHECK_FALSE(
+      ca::detail::evaluator_out_of_memory(ca::RejectionReason::value_mismatch, "out of memory in a message", crowded));
+  CHECK_FALSE(
+      ca::detail::evaluator_out_of_memory(ca::RejectionReason::runtime_error, "ValueError: bad shape", crowded));
+  nlohmann::json cpu = crowded;
+  cpu.erase("device_total_bytes");
+  CHECK_FALSE(ca::detail::evaluator_out_of_memory(ca::RejectionReason::runtime_error, out_of_memory, cpu));
+  CHECK_FALSE(ca::detail::evaluator_out_of_memory(ca::RejectionReason::runtime_error, out_of_memory, nullptr));
+}

@@ -1109,13 +1109,7 @@ class EvaluationPool {
   /// allocation that failed in the candidate's process).
   [[nodiscard]] static bool out_of_memory(const Evaluation& evaluation) {
     const auto rejection = evaluation.rejection();
-    if (!rejection ||
-        (rejection->reason != RejectionReason::runtime_error && rejection->reason != RejectionReason::crashed))
-      return false;
-    std::string message = rejection->message;
-    std::transform(message.begin(), message.end(), message.begin(),
-                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    return message.find("out of memory") != std::string::npos || message.find("outofmemoryerror") != std::string::npos;
+    return rejection && is_out_of_device_memory(*rejection);
   }
 
   /// Under the lock.

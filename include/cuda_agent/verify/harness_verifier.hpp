@@ -38,12 +38,14 @@
 #include <exception>     // exception_ptr, current_exception, rethrow_exception
 #include <filesystem>    // path, copy_file, create_directories, remove_all, permissions
 #include <functional>    // function
+#include <iomanip>       // setprecision
 #include <map>           // map
 #include <memory>        // unique_ptr, make_unique
 #include <mutex>         // mutex, lock_guard
 #include <optional>      // optional
 #include <random>        // random_device
 #include <set>           // set
+#include <sstream>       // ostringstream
 #include <stdexcept>     // invalid_argument
 #include <string>        // string, to_string
 #include <string_view>   // string_view
@@ -204,6 +206,48 @@ inline void give_to(const std::filesystem::path& path, const UserIdentity& ident
   }
 }
 
+/// How much of the device the evaluation itself took, from the reference's footprint: what
+/// the reference's process held while the candidate ran, and what the harness places in the
+/// candidate's process (one input set as generated and two placed, the outputs of this call
+/// and of the one before). Empty where the footprint does not tell.
+struct EvaluatorShare {
+  std::uint64_t bytes = 0;
+  std::uint64_t device_bytes = 0;
+};
+
+inline std::optional<EvaluatorShare> evaluator_share(const nlohmann::json& footprint) {
+  if (!footprint.is_object()) return std::nullopt;
+  auto number = [&](const char* key) {
+    const auto value = footprint.find(key);
+    return value != footprint.end() && value->is_number_unsigned() ? value->get<std::uint64_t>() : std::uint64_t{0};
+  };
+  const std::uint64_t device = number("device_total_bytes");
+  if (device == 0) return std::nullopt;
+  return EvaluatorShare{number("held_device_bytes") + 3 * number("input_bytes") + 2 * number("output_bytes"), device};
+}
+
+inline std::string gibibytes(std::uint64_t bytes) {
+  std::ostringstream text;
+  text << std::fixed << std::setprecision(1) << static_cast<double>(bytes) / static_cast<double>(1ULL << 30) << " GiB";
+  return text.str();
+}
+
+/// The harness's error in place of a candidate's out-of-memory failure where the
+/// evaluation itself took at least half of the device (the reference's expected outputs,
+/// the inputs and outputs the harness placed): a candidate that fails there may be right
+/// on a larger device, so it is not rejected; the pool then tries it elsewhere. Only the
+/// reference's report decides, never the candidate's.
+[[nodiscard]] inline std::optional<std::string> evaluator_out_of_memory(RejectionReason reason,
+                                                                        const std::string& message,
+                                                                        const nlohmann::json& footprint) {
+  if (!is_out_of_device_memory(Rejection{reason, message, {}})) return std::nullopt;
+  const auto share = evaluator_share(footprint);
+  if (!share || share->bytes * 2 < share->device_bytes) return std::nullopt;
+  return "the device ran out of memory in the candidate's process while the evaluation itself took " +
+         gibibytes(share->bytes) + " of its " + gibibytes(share->device_bytes) +
+         " (the reference's expected outputs, the inputs and outputs placed for the candidate): this task needs a"
+         " device with more memory, and the candidate was not judged";
+}
 }  // namespace detail
 
 /// The `Verifier` of PyTorch tasks. Workers start on first use (or with `start()`) and
@@ -923,8 +967,10 @@ class HarnessVerifier {
       // A candidate may only blame itself: a reason it reports is never the harness's fault.
       RejectionReason reason = parse_rejection_reason(reported.value("reason", "")).value_or(RejectionReason::crashed);
       if (reason == RejectionReason::harness_error) reason = RejectionReason::crashed;
-      return reject(reason, detail::capped(reported.value("message", std::string("the candidate was rejected")), 4000),
-                    reported.value("details", nlohmann::json::object()));
+      std::string message = detail::capped(reported.value("message", std::string("the candidate was rejected")), 4000);
+      if (auto blamed = detail::evaluator_out_of_memory(reason, message, details["footprint"]))
+        return reject(RejectionReason::harness_error, std::move(*blamed), {{"candidate_message", message}});
+      return reject(reason, std::move(message), reported.value("details", nlohmann::json::object()));
     }
     if (!verdict.value("correct", false)) {
       const std::string reason = verdict.value("reason", std::string("crashed"));
@@ -932,9 +978,12 @@ class HarnessVerifier {
         return reject(parse_rejection_reason(reason).value_or(RejectionReason::harness_error),
                       verdict.value("message", std::string("the outputs differ from the reference")),
                       verdict.value("details", nlohmann::json::object()));
-      if (candidate.has_error())
-        return reject(RejectionReason::crashed,
-                      "the candidate process failed " + where + ": " + candidate.error_text());
+      if (candidate.has_error()) {
+        std::string message = "the candidate process failed " + where + ": " + candidate.error_text();
+        if (auto blamed = detail::evaluator_out_of_memory(RejectionReason::crashed, message, details["footprint"]))
+          return reject(RejectionReason::harness_error, std::move(*blamed), {{"candidate_message", message}});
+        return reject(RejectionReason::crashed, std::move(message));
+      }
       const auto code = candidate.exit_code();
       return reject(RejectionReason::crashed, "the candidate process ended " + where +
                                                   " without reporting a result (exit status " +

@@ -221,10 +221,11 @@ def _working_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict, where: str,
-                   written_before: bool = False) -> dict:
+                   written_before: bool = False, device: torch.device | str | None = None) -> dict:
     """Compares values; raises Failure (non_finite or value_mismatch) with the first
     differing index, or returns error statistics. Works through the tensors in chunks on
-    the expected tensor's device. ``tolerance`` is ``tolerance_for``'s or
+    ``device`` (by default the expected tensor's: an expected output kept in host memory is
+    compared on the GPU a chunk at a time). ``tolerance`` is ``tolerance_for``'s or
     ``effective_tolerance``'s. ``written_before``: an earlier call on the same inputs gave
     the right output, so poison found now is not "never written" but a call that skipped
     writing this time."""
@@ -241,9 +242,10 @@ def compare_tensor(expected: torch.Tensor, actual: torch.Tensor, tolerance: dict
     worst = 0
     first_broken = first_wrong = None
     broken_count = nan_count = wrong_count = 0
+    on = expected.device if device is None else torch.device(device)
     for start in range(0, total, CHUNK):
-        e = e_flat[start:start + CHUNK]
-        a = a_flat[start:start + CHUNK].to(e.device)
+        e = e_flat[start:start + CHUNK].to(on)
+        a = a_flat[start:start + CHUNK].to(on)
         if not floating:
             wrong = a != e
             count = int(wrong.sum())

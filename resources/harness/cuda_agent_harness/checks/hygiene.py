@@ -100,16 +100,50 @@ def poison_free_memory(device: str, sizes: list[int]) -> int:
     return filled
 
 
-def snapshot_outputs(tensors: list[torch.Tensor]) -> list[torch.Tensor]:
+#: Outputs of more bytes than this (all of a call's together) are snapshot into host memory:
+#: a device copy of a 6 GB output would take device memory the harness must leave to the
+#: candidate and the reference's process.
+SNAPSHOT_DEVICE_BYTES = 256 << 20
+
+#: Elements compared at a time by ``same_bits``: its temporaries stay this small.
+COMPARE_CHUNK = 1 << 24
+
+
+def snapshot_outputs(tensors: list[torch.Tensor], host: bool | None = None) -> list[torch.Tensor]:
     """Copies of the outputs queued on the current stream right after forward returned,
     before any synchronisation: if work the candidate left on another stream was still
-    writing them, the copies differ from the outputs read after a device-wide sync."""
-    return [torch.Tensor.clone(tensor) for tensor in tensors]
+    writing them, the copies differ from the outputs read after a device-wide sync. Large
+    outputs (``SNAPSHOT_DEVICE_BYTES``; ``host`` decides otherwise) are copied into host
+    memory: a copy into pageable memory waits for the current stream only, so it is taken
+    at the same point of the current stream's work as a device copy would be."""
+    if host is None:
+        host = sum(tensor.numel() * tensor.element_size() for tensor in tensors) > SNAPSHOT_DEVICE_BYTES
+    if not host:
+        return [torch.Tensor.clone(tensor) for tensor in tensors]
+    copies = []
+    for tensor in tensors:
+        copy = _empty(tensor.shape, dtype=tensor.dtype, device="cpu")
+        torch.Tensor.copy_(copy, tensor)
+        copies.append(copy)
+    return copies
 
 
 def same_bits(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """Whether ``a`` and ``b`` hold the same values (NaN equal to NaN), wherever each lies:
+    compared a chunk at a time, on the GPU where either is there."""
     if a.numel() == 0:
         return True
+    if a.shape != b.shape:
+        return False
+    where = a.device if a.device.type != "cpu" else b.device
+    if not (a.is_contiguous() and b.is_contiguous()):
+        return _same_values(a.to(where), b.to(where))
+    flat_a, flat_b = a.view(-1), b.view(-1)
+    return all(_same_values(flat_a[start:start + COMPARE_CHUNK].to(where), flat_b[start:start + COMPARE_CHUNK].to(where))
+               for start in range(0, flat_a.numel(), COMPARE_CHUNK))
+
+
+def _same_values(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.dtype.is_floating_point or a.dtype.is_complex:
         return bool(((a == b) | (torch.isnan(a) & torch.isnan(b))).all())
     return bool((a == b).all())

@@ -579,6 +579,8 @@ def _run(args: dict, context, session: Session, report: dict) -> None:
             caller.model = model
         elif watch is None:
             raise SessionClosed("a call of the plan came after the call on changed constructor arguments")
+        # The previous set goes first where sets are large (``InputSets``): one at a time.
+        pristine = None
         pristine, fingerprint = inputs_of.get(int(step["seed"]), float(step.get("scale", 1.0)), step.get("distribution"))
         returned = [int(i) for i in step.get("return_inputs") or []]
         inputs = caller.place(pristine, step.get("placement") or {})

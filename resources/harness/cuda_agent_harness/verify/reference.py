@@ -48,6 +48,22 @@ class Expected:
         self.tolerances = [compare.effective_tolerance(tolerance, tensor) for tensor in self.tensors]
         self.input_tolerances = {index: compare.effective_tolerance(tolerance, tensor)
                                  for index, tensor in self.inputs_after.items()}
+        #: Where comparisons run: the task's device, also once ``offload`` moved the
+        #: expected values into host memory.
+        self.compute_device = self.tensors[0].device if self.tensors else torch.device("cpu")
+
+    def held_bytes(self) -> int:
+        """The bytes of the expected outputs and changed inputs."""
+        return _bytes_of(self.tensors) + _bytes_of(self.inputs_after.values())
+
+    def offload(self) -> None:
+        """Moves the expected values into host memory; they are compared on the device a
+        chunk at a time (``compare.compare_tensor``)."""
+        self.tensors = [tensor.cpu() for tensor in self.tensors]
+        self.inputs_after = {index: tensor.cpu() for index, tensor in self.inputs_after.items()}
+
+    def on_host(self) -> bool:
+        return self.compute_device.type != "cpu" and all(not tensor.is_cuda for tensor in self.tensors)
 
     def mismatch(self, outputs) -> Failure | None:
         """The first output of ``outputs`` (another run's) outside its tolerance, or None."""
@@ -55,7 +71,8 @@ class Expected:
         tensorio.describe(outputs, layout)
         for position, (path, (_, tensor)) in enumerate(zip(self.leaves, layout)):
             try:
-                compare.compare_tensor(self.tensors[position], tensor, self.tolerances[position], compare.label(path))
+                compare.compare_tensor(self.tensors[position], tensor, self.tolerances[position], compare.label(path),
+                                       device=self.compute_device)
             except Failure as failure:
                 return failure
         return None
@@ -66,18 +83,25 @@ def _bytes_of(values) -> int:
     return sum(value.numel() * value.element_size() for value in values if isinstance(value, torch.Tensor))
 
 
-def footprint(state: dict, expected: list, device: str) -> dict:
+def footprint(state: dict, expected: list, device: str, held_device_bytes: int = 0) -> dict:
     """What the reference held: its parameters and buffers, the first set's inputs and
-    outputs, and on a GPU the peak of device memory its process allocated (every set's
-    inputs and expected outputs stay resident while the candidate is judged). The pool
-    admits verifications of the task beside others by it."""
+    outputs, on a GPU the peak of device memory its process allocated, what it held on the
+    device while the candidate was judged (``held_device_bytes``: the expected outputs,
+    unless they were kept in host memory, "expected_on_host") and the device's size. The
+    pool admits verifications of the task beside others by it; the host tells from it
+    whether the candidate ran out of memory the evaluation itself took."""
     first = expected[0]
-    return {
+    result = {
         "parameter_bytes": _bytes_of(state.values()),
         "input_bytes": first.input_bytes,
         "output_bytes": _bytes_of(first.tensors),
         "peak_device_bytes": int(torch.cuda.max_memory_allocated()) if device == "cuda" else 0,
+        "held_device_bytes": held_device_bytes,
+        "expected_on_host": any(entry.on_host() for entry in expected),
     }
+    if device == "cuda":
+        result["device_total_bytes"] = int(torch.cuda.mem_get_info()[1])
+    return result
 
 
 def _tensor_paths(description: dict, path: list | None = None) -> list[list]:
@@ -100,6 +124,21 @@ def _at(description: dict, path: list) -> dict:
 
 def _clone_inputs(inputs: list) -> list:
     return [value.clone() if isinstance(value, torch.Tensor) else value for value in inputs]
+
+
+#: The expected values of all input sets are kept in host memory where they would take more
+#: than this share of the device: the candidate's process needs the rest for its inputs,
+#: outputs and poisoned free memory (19_ReLU, 6 GB a set, held 43 GB of an 80 GB H100 in
+#: expected outputs, and a correct candidate's first output did not fit).
+EXPECTED_DEVICE_SHARE = 1 / 8
+
+
+def _keep_expected_on_host(entry: Expected, sets: int, device: str) -> bool:
+    """Whether the expected values of ``sets`` sets like ``entry`` exceed
+    EXPECTED_DEVICE_SHARE of the device."""
+    if device != "cuda":
+        return False
+    return entry.held_bytes() * sets > torch.cuda.mem_get_info()[1] * EXPECTED_DEVICE_SHARE
 
 
 #: A verification adds a near repeat of its first input set when that set's inputs take at
@@ -131,9 +170,11 @@ def describe_set(index: int, spec: tuple) -> str:
 
 
 def run_reference_sets(module, model, args: dict, device: str, specs: list | None = None) -> list[Expected]:
-    """The expected outputs of every set of ``specs`` (default: the request's sets). A near
-    repeat whose inputs would exceed NEAR_REPEAT_MAX_BYTES is dropped from ``specs``."""
+    """The expected outputs of every set of ``specs`` (default: the request's sets), in host
+    memory where they are large (``_keep_expected_on_host``). A near repeat whose inputs
+    would exceed NEAR_REPEAT_MAX_BYTES is dropped from ``specs``."""
     expected = []
+    on_host = False
     specs = set_specs(args) if specs is None else specs
     first_set_bytes = 0
     for index, (seed, scale, distribution) in enumerate(list(specs)):
@@ -146,7 +187,7 @@ def run_reference_sets(module, model, args: dict, device: str, specs: list | Non
         if index == 0:
             first_set_bytes = sum(value.numel() * value.element_size() for value in inputs
                                   if isinstance(value, torch.Tensor))
-        pristine = _clone_inputs(inputs)
+        # ``inputs`` stay as generated: only ``working`` goes to the model.
         working = _clone_inputs(inputs)
         with torch.no_grad():
             try:
@@ -156,14 +197,22 @@ def run_reference_sets(module, model, args: dict, device: str, specs: list | Non
                                        f"{type(error).__name__}: {error}") from error
         if device == "cuda":
             torch.cuda.synchronize()
-        entry = Expected(outputs, pristine, working, models.fingerprint(pristine), args["tolerance"])
+        entry = Expected(outputs, inputs, working, models.fingerprint(inputs), args["tolerance"])
+        del outputs, working
         if index == 0 and args.get("check_reference_determinism", True):
-            again = _clone_inputs(pristine)
+            again = _clone_inputs(inputs)
             with torch.no_grad():
                 failure = entry.mismatch(model(*again))
+            del again
             if failure:
                 raise models.TaskError("the reference Model is not deterministic: two runs on the same inputs"
                                        f" differ ({failure.message}); this task cannot be verified")
+        del inputs
+        if index == 0:
+            # The constructor-constants pass may add one more set like the first.
+            on_host = _keep_expected_on_host(entry, len(specs) + 1, device)
+        if on_host:
+            entry.offload()
         expected.append(entry)
     return expected
 
@@ -220,7 +269,6 @@ def constants_pass(module, args: dict, device: str, arguments: list, state: dict
     model, _, changes = built
     seed, scale, distribution = spec
     inputs = models.generate_inputs(module, seed, scale, device, distribution)
-    pristine = _clone_inputs(inputs)
     working = _clone_inputs(inputs)
     try:
         with torch.no_grad():
@@ -229,7 +277,8 @@ def constants_pass(module, args: dict, device: str, arguments: list, state: dict
             torch.cuda.synchronize()
     except Exception:
         return None
-    entry = Expected(outputs, pristine, working, models.fingerprint(pristine), args["tolerance"])
+    entry = Expected(outputs, inputs, working, models.fingerprint(inputs), args["tolerance"])
+    del inputs, working
     try:
         compare.compare_structure(baseline.description, entry.description)
         depends = baseline.mismatch(outputs) is not None
@@ -243,6 +292,8 @@ def constants_pass(module, args: dict, device: str, arguments: list, state: dict
     names = models.signature_parameters(module.Model)
     for change in changes:
         change["name"] = names[change["position"]] if change["position"] < len(names) else None
+    if baseline.on_host():
+        entry.offload()
     return ConstantsPass(changes, entry, weights)
 
 
@@ -264,7 +315,9 @@ class Judge:
         #: Input set -> the first call on it that matched.
         self.matched: dict[int, int] = {}
         # Each output read is compared (synchronously) before the next read reuses it.
-        self.scratch = tensorio.ScratchBuffer(pinned=any(t.is_cuda for entry in expected for t in entry.tensors))
+        #: Where outputs are compared: the task's device, wherever the expected values lie.
+        self.device = expected[0].compute_device if expected else None
+        self.scratch = tensorio.ScratchBuffer(pinned=self.device is not None and self.device.type == "cuda")
         #: Where judging goes, beside the waiting for the candidate: reading the slot files,
         #: and comparing (moving to the device included).
         self.timings_ms = {"read_ms": 0.0, "compare_ms": 0.0}
@@ -282,7 +335,7 @@ class Judge:
         mark = time.perf_counter()
         actual = tensorio.read_tensor(path, entry, self.scratch)
         read = time.perf_counter()
-        stats = compare.compare_tensor(want, actual, tolerance, where, written_before)
+        stats = compare.compare_tensor(want, actual, tolerance, where, written_before, device=self.device)
         self.timings_ms["read_ms"] += (read - mark) * 1000
         self.timings_ms["compare_ms"] += (time.perf_counter() - read) * 1000
         return stats
@@ -505,6 +558,7 @@ def reference(args: dict, context) -> dict:
         # tensor) this process held 74 GB of an 80 GB H100 and the candidate's first input
         # did not fit. The expected outputs themselves stay.
         torch.cuda.empty_cache()
+    held_device_bytes = int(torch.cuda.memory_reserved()) if device == "cuda" else 0
     timings["reference_ms"] = (time.monotonic() - mark) * 1000
     judge = Judge(expected, args, specs, constants)
     steps = _plan(args, len(expected), max(entry.input_count for entry in expected), constants is not None)
@@ -554,5 +608,5 @@ def reference(args: dict, context) -> dict:
         "timings_ms": timings,
         "torch": torch.__version__,
         "device_name": torch.cuda.get_device_name(0) if device == "cuda" else "cpu",
-        "footprint": footprint(state, expected, device),
+        "footprint": footprint(state, expected, device, held_device_bytes),
     }
