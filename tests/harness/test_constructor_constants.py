@@ -2,7 +2,8 @@
 """The verification's last call, on Model and ModelNew constructed with other floating-point
 constructor arguments: a kernel that hard-codes such a number (a divisor of 2.0 written as
 ``* 0.5``) is right for get_init_inputs() alone, since every input set is computed by models
-built from the same arguments. Integers (sizes) never change; a reference whose output does
+built from the same arguments. Each number gets a factor of its own (their ratios change,
+their order stays). Integers (sizes) never change; a reference whose output does
 not depend on its numbers gets no such call."""
 
 import math
@@ -136,20 +137,86 @@ def test_a_reference_that_ignores_its_float_argument_gets_no_such_call(tmp_path)
     assert result["verdict"]["reason"] == "value_mismatch" and "instead of 1.0" in result["verdict"]["message"]
 
 
-def test_only_finite_nonzero_floats_change_all_by_one_factor_that_keeps_their_sign():
+def test_only_finite_nonzero_floats_change_each_by_a_factor_of_its_own_that_keeps_signs_and_order():
     arguments = [64, 2.0, True, "mean", (3, 0.5), 0.0, math.inf, -1.5, 1e-5]
     changed, changes = models.changed_constants(arguments, 11)
     assert [change["position"] for change in changes] == [1, 7, 8]
     for position in (0, 2, 3, 4, 5, 6):
         assert changed[position] is arguments[position] or changed[position] == arguments[position]
     assert type(changed[0]) is int and changed[2] is True
-    factors = {round(changed[p] / arguments[p], 12) for p in (1, 7, 8)}
-    assert len(factors) == 1, "one factor: bounds keep their order"
+    factors = [changed[p] / arguments[p] for p in (1, 7, 8)]
     low, high = models.CONSTANT_FACTOR_RANGE
-    assert low <= factors.pop() <= high and changed[7] < 0
+    assert all(low <= factor <= high for factor in factors) and changed[7] < 0
+    assert len({round(factor, 12) for factor in factors}) == 3, "ratios between the numbers change too"
     assert models.changed_constants(arguments, 11) == (changed, changes), "the init seed reproduces it"
     assert len({models.changed_constants(arguments, seed)[0][1] for seed in range(20)}) == 20
     assert models.changed_constants([64, 3, False], 11)[1] == []
+
+
+def test_close_numbers_keep_their_order_under_every_seed():
+    # A lower and an upper bound 5% apart: factors of their own would often swap them.
+    arguments = [0.95, 1.0, -1.0, -0.97]
+    for seed in range(200):
+        changed, _ = models.changed_constants(arguments, seed)
+        assert changed[0] < changed[1] and changed[3] > changed[2], (seed, changed)
+        assert changed[0] > 0 and changed[2] < 0
+
+
+#: HardTanh with its two bounds as constructor arguments (symmetric in get_init_inputs()).
+BOUNDS_TASK = """
+import torch
+import torch.nn as nn
+
+
+class Model(nn.Module):
+    def __init__(self, min_val: float, max_val: float):
+        super().__init__()
+        self.min_val = min_val
+        self.max_val = max_val
+
+    def forward(self, x):
+        return torch.clamp(x, self.min_val, self.max_val)
+
+
+def get_inputs():
+    return [torch.randn(8, 64) * 2]
+
+
+def get_init_inputs():
+    return [-1.0, 1.0]
+"""
+
+BOUNDS_EXTENSION = support.EXTENSION + """
+
+def clamp(x, low, high):
+    return torch.clamp(x, low, high)
+"""
+
+BOUNDS_MODEL_NEW = """
+import torch.nn as nn
+
+import cuda_extension
+
+
+class ModelNew(nn.Module):
+    def __init__(self, min_val, max_val):
+        super().__init__()
+        self.min_val = min_val
+        self.max_val = max_val
+
+    def forward(self, x):
+        return cuda_extension.clamp(x, LOW, self.max_val)
+"""
+
+
+@pytest.mark.parametrize("low, correct", [("self.min_val", True), ("-self.max_val", False)])
+def test_a_kernel_that_derives_one_bound_from_the_other_is_rejected(tmp_path, low, correct):
+    result, _ = support.verify(tmp_path, task=BOUNDS_TASK, model_new=BOUNDS_MODEL_NEW.replace("LOW", low),
+                               extension=BOUNDS_EXTENSION, sets=2)
+    verdict = result["verdict"]
+    assert verdict["correct"] is correct, verdict
+    if not correct:
+        assert verdict["reason"] == "value_mismatch" and "get_init_inputs()[0] (min_val) = " in verdict["message"]
 
 
 def _module(tmp_path, task: str):

@@ -7,6 +7,7 @@ between them; a fingerprint of each confirms it."""
 from __future__ import annotations
 
 import hashlib
+import itertools
 import math
 import random
 import sys
@@ -267,30 +268,54 @@ def build_reference_model(module, init_seed: int, device: str, mode: str, pertur
 # ---------------------------------------------------------------------------------------
 # Constructor constants
 
-#: The floating-point numbers among the constructor's arguments are multiplied by one factor
-#: in this range, drawn from the init seed, for the verification's last call (below one, so
-#: that a probability or a fraction stays in its domain; one factor for all of them, so that
-#: their order and signs stay: a lower bound stays below its upper bound).
+#: The verification's last call multiplies each finite, nonzero floating-point constructor
+#: argument by a factor of its own in this range, drawn from the init seed (below one, so
+#: that a probability or a fraction stays in its domain).
 CONSTANT_FACTOR_RANGE = (0.5, 0.9)
+#: Draws of the factors that keep the numbers' order, before one shared factor is taken.
+CONSTANT_FACTOR_DRAWS = 16
+
+
+def _keeps_order(original: list[float], changed: list[float]) -> bool:
+    """Whether every pair of numbers compares the same way before and after."""
+    return all((a < b) == (c < d) and (a == b) == (c == d)
+               for (a, c), (b, d) in itertools.combinations(list(zip(original, changed)), 2))
 
 
 def changed_constants(arguments: list, init_seed: int) -> tuple[list, list[dict]]:
     """``arguments`` (``get_init_inputs()``'s) with every finite, nonzero floating-point
-    number multiplied by the factor of ``init_seed``, and what changed: {"position",
-    "original", "changed"} each. A KernelBench reference takes a divisor, a scaling factor, a
-    slope or a bound as a number of its constructor, and ModelNew gets the same number: a
-    kernel that hard-codes it instead of reading it is right for get_init_inputs() alone.
-    Integers are sizes, counts and kernel sizes (they change shapes), booleans and strings
-    are switches; they stay, and so do numbers inside containers."""
+    number multiplied by a factor of its own drawn from ``init_seed``, and what changed:
+    {"position", "original", "changed"} each. A KernelBench reference takes a divisor, a
+    scaling factor, a slope or a bound as a number of its constructor, and ModelNew gets the
+    same number: a kernel that hard-codes it instead of reading it is right for
+    get_init_inputs() alone. Factors of their own change the numbers' ratios too (a kernel
+    that takes a lower bound as minus the upper one, or one number as a multiple of another,
+    is caught as well); the numbers keep their signs and their order (a lower bound stays
+    below its upper bound), with one factor for all where CONSTANT_FACTOR_DRAWS draws did not
+    keep it. Integers are sizes, counts and kernel sizes (they change shapes), booleans and
+    strings are switches; they stay, and so do numbers inside containers."""
     low, high = CONSTANT_FACTOR_RANGE
-    factor = low + (high - low) * (_derived_seed("constants", init_seed) / float(1 << 63))
-    changed, changes = [], []
-    for position, value in enumerate(arguments):
-        if isinstance(value, float) and math.isfinite(value) and value != 0.0:
-            new = float(value) * factor
-            changes.append({"position": position, "original": float(value), "changed": new})
-            value = new
-        changed.append(value)
+    positions = [position for position, value in enumerate(arguments)
+                 if isinstance(value, float) and math.isfinite(value) and value != 0.0]
+    original = [float(arguments[position]) for position in positions]
+
+    def factor(*parts) -> float:
+        return low + (high - low) * (_derived_seed("constants", init_seed, *parts) / float(1 << 63))
+
+    values = None
+    for draw in range(CONSTANT_FACTOR_DRAWS):
+        candidate = [number * factor(draw, position) for number, position in zip(original, positions)]
+        if _keeps_order(original, candidate):
+            values = candidate
+            break
+    if values is None:
+        shared = factor()
+        values = [number * shared for number in original]
+    changed = list(arguments)
+    changes = []
+    for position, number, new in zip(positions, original, values):
+        changed[position] = new
+        changes.append({"position": position, "original": number, "changed": new})
     return changed, changes
 
 
