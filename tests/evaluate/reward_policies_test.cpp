@@ -130,6 +130,16 @@ TEST_CASE("speed verdicts of a profile that is not rewardable earn no step", "[r
   REQUIRE(again.profile);
   CHECK_FALSE(again.profile->rewardable);
   CHECK(ca::MilestoneReward{}.reward(again).value == 1);
+
+  // A GPU profile whose speed the trusted clock could not prove says why, in both rewards.
+  ca::Evaluation unproven = profiled(ca::Verdict::faster, ca::Verdict::faster);
+  unproven.profile->rewardable = false;
+  unproven.profile->details["unrewardable"] = "the trusted clock's batches were too short, so the speed is unproven";
+  const ca::Reward told = ca::MilestoneReward{}.reward(unproven);
+  CHECK(told.value == 1);
+  CHECK_THAT(told.explanation, Catch::Matchers::Contains("speed is unproven"));
+  CHECK_THAT(told.explanation, !Catch::Matchers::Contains("host timers"));
+  CHECK_THAT(ca::SpeedupReward{}.reward(unproven).explanation, Catch::Matchers::Contains("speed is unproven"));
 }
 
 TEST_CASE("speedup reward is the raw ratio against the chosen baseline", "[rewards]") {

@@ -37,6 +37,20 @@ def test_evaluate_waits_for_the_reward_and_a_batch_gets_one_status_per_request(s
         assert rewards == [1, -1]
 
 
+def test_a_request_and_an_episode_choose_their_policy(server_url, relu_task):
+    strict = {"tolerance": "strict", "libraries": {"cublas": False}}
+    with cuda_agent.Client(server_url) as client:
+        status = client.evaluate(relu_task, candidate_files("correct_relu", "strict"), policy=strict)
+        assert status["outcome"] == "evaluated" and status["reward"]["value"] == 1
+        assert status["policy"]["tolerance"] == "strict" and status["policy"]["libraries"]["cublas"] is False
+        with client.open_episode(relu_task, policy={"tolerance": "strict"}) as episode:
+            assert episode.status()["policy"]["tolerance"] == "strict"
+        # What the server cannot give is refused, naming the field.
+        with pytest.raises(cuda_agent.ServiceError) as refused:
+            client.evaluate(relu_task, candidate_files("correct_relu", "bad"), policy={"tolerance": "loose"})
+        assert refused.value.status == 400 and "tolerance" in refused.value.message
+
+
 def test_a_refusal_is_a_service_error_with_the_servers_status_and_code(server_url, relu_task):
     with cuda_agent.Client(server_url) as client:
         with pytest.raises(cuda_agent.ServiceError) as refused:

@@ -285,6 +285,46 @@ def test_the_judgement_rejects_a_reported_time_below_the_bound_by_more_than_the_
     clock.close()
 
 
+def test_a_batch_too_short_against_its_overhead_proves_no_speed_within_its_wide_margin():
+    clock = _clock(calls=1)
+    clock.mode = "graph"
+    clock.device = types.SimpleNamespace(kind="cuda")
+    # One call of 2.7 ms and the protocol's 1 ms: a margin of 10% + 37%.
+    clock.batches = [{"bound_us": 3700.0}]
+    margin = clock.margin(3700.0)
+    assert margin == pytest.approx(0.10 + 1000.0 / 3700.0)
+    honest = clock.judge([2700.0] * 5)  # the call's own time: 73% of the bound
+    assert honest["unbounded"] and honest["too_short_to_prove"] and not honest["rejected"]
+    assert honest["proof_margin"] == 0.25
+    forged = clock.judge([3700.0 * (1 - margin) - 10.0] * 5)  # below the whole margin: still convicted
+    assert forged["rejected"] and not forged["unbounded"]
+    close = clock.judge([3700.0 * 0.8] * 5)  # within the proof margin: proven
+    assert not close["unbounded"] and not close["too_short_to_prove"] and not close["rejected"]
+    # Batches long enough keep the margin under the proof margin: nothing changes there.
+    clock.batches = [{"bound_us": 20000.0}]
+    assert not clock.judge([20000.0 * 0.8] * 5)["unbounded"]
+    # On the CPU there is no proof margin (speed earns nothing there).
+    clock.device = types.SimpleNamespace(kind="cpu")
+    clock.batches = [{"bound_us": 100.0}]
+    cpu = clock.judge([50.0] * 5)
+    assert cpu["proof_margin"] is None and not cpu["unbounded"] and not cpu["rejected"]
+    clock.close()
+
+
+def test_where_few_calls_fit_a_quarter_of_the_memory_the_arena_may_take_half(monkeypatch):
+    clock = _clock()
+    free = 100 << 30
+    clock.device = types.SimpleNamespace(kind="cuda", index=0)
+    fake_cuda = types.SimpleNamespace(mem_get_info=lambda index: (free, 2 * free))
+    monkeypatch.setattr(clock, "torch", types.SimpleNamespace(cuda=fake_cuda))
+    clock.settings["memory_bytes"] = {"cuda": 32 << 30}
+    assert clock.arena_bytes(0.25, "memory_bytes") == 25 << 30
+    assert clock.arena_bytes(0.5, "few_calls_memory_bytes") == 50 << 30
+    clock.settings["few_calls_memory_bytes"] = {"cuda": 40 << 30}
+    assert clock.arena_bytes(0.5, "few_calls_memory_bytes") == 40 << 30
+    clock.close()
+
+
 def test_a_guarded_function_has_its_guard_serve_the_allocations_only_while_serving():
     from cuda_agent_harness.timing.candidate_side import CandidateChecks, CandidateViolation
 

@@ -48,6 +48,13 @@ inline std::optional<std::string> failure_of(const Evaluation& evaluation) {
   return std::string("not verified");
 }
 
+/// Why a profile earns no speed reward: what its profiler wrote ("unrewardable"), else host
+/// timers (the only reason before profilers said so).
+inline std::string why_unrewardable(const ProfileResult& profile) {
+  const auto written = profile.details.find("unrewardable");
+  if (written != profile.details.end() && written->is_string()) return written->get<std::string>();
+  return "measured with host timers, which earn no speed reward";
+}
 }  // namespace detail
 
 /// The paper's reward (CUDA Agent, arXiv 2602.24286):
@@ -65,7 +72,8 @@ inline std::optional<std::string> failure_of(const Evaluation& evaluation) {
 /// the threshold (5% by default), so SAME, SLOWER and AMBIGUOUS never earn a step, and
 /// beating torch.compile without beating eager earns no step either (the paper orders the
 /// milestones). A correct candidate that was not profiled earns 1, and so does one whose
-/// profile is not `rewardable` (timed with host timers on a CPU).
+/// profile is not `rewardable` (timed with host timers on a CPU, or a speed the trusted clock
+/// could not prove).
 class MilestoneReward {
  public:
   [[nodiscard]] std::string_view name() const noexcept { return "milestone"; }
@@ -80,9 +88,9 @@ class MilestoneReward {
     if (profile == nullptr || !profile->versus_eager)
       return {1, "correct", "correct; no timing against eager, so no speed milestone"};
     if (!profile->rewardable)
-      return {1, "correct",
-              "correct; " + detail::describe_speedup(*profile->versus_eager) +
-                  ", measured with host timers, which earn no speed milestone"};
+      return {
+          1, "correct",
+          "correct; " + detail::describe_speedup(*profile->versus_eager) + "; " + detail::why_unrewardable(*profile)};
     const SpeedupEstimate& eager = *profile->versus_eager;
     if (eager.verdict != Verdict::faster) return {1, "correct", "correct; " + detail::describe_speedup(eager)};
     if (!profile->versus_compile)
@@ -124,7 +132,7 @@ class SpeedupReward {
     const SpeedupEstimate* estimate = nullptr;
     if (evaluation.profile && !evaluation.profile->rewardable)
       return {options_.unmeasured_value, "correct_unmeasured",
-              "correct; timed with host timers, which earn no speedup reward"};
+              "correct; " + detail::why_unrewardable(*evaluation.profile)};
     if (evaluation.profile) {
       const std::optional<SpeedupEstimate>& chosen =
           options_.baseline == "eager" ? evaluation.profile->versus_eager : evaluation.profile->versus_compile;

@@ -158,6 +158,22 @@ inline bool trusted_clock_unbounded(const nlohmann::json& details) {
   return clock != details.end() && clock->is_object() && clock->value("unbounded", false);
 }
 
+/// Why the trusted clock left the speed unproven, in words a reward explanation ends with.
+inline std::string why_unbounded(const nlohmann::json& details) {
+  const nlohmann::json& clock = details["trusted_clock"];
+  if (clock.value("too_short_to_prove", false)) {
+    const double proof = clock.value("proof_margin", 0.0);
+    return "the trusted clock's batches were too short against their fixed cost to bound the reported time within " +
+           std::to_string(static_cast<int>(proof * 100 + 0.5)) +
+           "% (the task's inputs and outputs leave room for few calls per batch), so the speed is unproven";
+  }
+  if (clock.value("mode", std::string()) == "loop")
+    return "its calls could not be captured in a CUDA graph and the reported time fell short of the trusted clock's "
+           "bound, so the speed is unproven";
+  return "outputs copied into the trusted batches explain a shortfall against the trusted clock's bound, so the speed "
+         "is unproven";
+}
+
 inline Rejection rejection_from(const nlohmann::json& session) {
   if (const auto found = session.find("rejection"); found != session.end() && found->is_object())
     return found->get<Rejection>();
@@ -552,6 +568,10 @@ class HarnessProfiler {
     // Host timers on a shared CPU move by more than any threshold, and a time the trusted
     // clock could not bound is unproven: their verdicts are shown, never rewarded.
     result.rewardable = options_.device == "cuda" && !detail::trusted_clock_unbounded(result.details);
+    if (!result.rewardable)
+      result.details["unrewardable"] = options_.device != "cuda"
+                                           ? "measured with host timers, which earn no speed reward"
+                                           : detail::why_unbounded(result.details);
     result.details["candidate_side"] = outcome.candidate_side;
     result.details["settled_ms"] = outcome.settled_ms;
     result.details["seed"] = seed;

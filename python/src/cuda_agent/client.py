@@ -83,10 +83,15 @@ def task_from_file(path: Union[str, os.PathLike], name: Optional[str] = None) ->
     return task(name or os.path.splitext(os.path.basename(os.fspath(path)))[0], source)
 
 
-def evaluation_request(task: Json, files: Mapping[str, str], *, priority: int = 0,
+def evaluation_request(task: Json, files: Mapping[str, str], *, policy: Optional[Json] = None, priority: int = 0,
                        deadline_s: Optional[float] = None, metadata: Optional[Json] = None) -> Json:
-    """One request of `POST /v1/evaluations` (resources/service/evaluation_request.schema.json)."""
+    """One request of `POST /v1/evaluations` (resources/service/evaluation_request.schema.json).
+    `policy` chooses what the server lets a request choose, over its own settings: for
+    example {"tolerance": "strict", "libraries": {"cublas": False}, "timing_budget": {"seconds": 5}};
+    what it does not name is the server's."""
     request: Json = {"task": dict(task), "candidate": {"files": dict(files)}}
+    if policy:
+        request["policy"] = dict(policy)
     if priority:
         request["priority"] = priority
     if deadline_s is not None:
@@ -96,9 +101,12 @@ def evaluation_request(task: Json, files: Mapping[str, str], *, priority: int = 
     return request
 
 
-def episode_request(task: Json, metadata: Optional[Json] = None) -> Json:
-    """The body of `POST /v1/episodes` (resources/service/episode_request.schema.json)."""
+def episode_request(task: Json, metadata: Optional[Json] = None, policy: Optional[Json] = None) -> Json:
+    """The body of `POST /v1/episodes` (resources/service/episode_request.schema.json); the
+    episode's Verify tool and its final evaluation judge by `policy` (as `evaluation_request`'s)."""
     request: Json = {"task": dict(task)}
+    if policy:
+        request["policy"] = dict(policy)
     if metadata:
         request["metadata"] = dict(metadata)
     return request
@@ -207,8 +215,9 @@ class Client:
         return self.request("DELETE", "/v1/evaluations/" + evaluation_id)
 
     # --- episodes ----------------------------------------------------------------------
-    def open_episode(self, task: Json, *, metadata: Optional[Json] = None) -> "Episode":
-        return Episode(self, self.request("POST", "/v1/episodes", episode_request(task, metadata)))
+    def open_episode(self, task: Json, *, metadata: Optional[Json] = None,
+                     policy: Optional[Json] = None) -> "Episode":
+        return Episode(self, self.request("POST", "/v1/episodes", episode_request(task, metadata, policy)))
 
 
 class _Opened:
@@ -326,8 +335,10 @@ class AsyncClient:
     async def cancel(self, evaluation_id: str) -> Json:
         return await self.request("DELETE", "/v1/evaluations/" + evaluation_id)
 
-    async def open_episode(self, task: Json, *, metadata: Optional[Json] = None) -> "AsyncEpisode":
-        return AsyncEpisode(self, await self.request("POST", "/v1/episodes", episode_request(task, metadata)))
+    async def open_episode(self, task: Json, *, metadata: Optional[Json] = None,
+                           policy: Optional[Json] = None) -> "AsyncEpisode":
+        return AsyncEpisode(self, await self.request("POST", "/v1/episodes",
+                                                     episode_request(task, metadata, policy)))
 
 
 class AsyncEpisode(_Opened):

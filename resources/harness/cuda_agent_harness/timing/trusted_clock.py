@@ -29,7 +29,10 @@ subtracted. Batches are long instead (20 ms where memory allows), and the margin
 the batch's fixed cost (about 1 ms on the H200) relative to its length. A candidate whose
 reported time per call (the median of its samples) is below the bound of its fastest batch
 by more than the margin is rejected with ``time_below_trusted_bound``, never given a
-verdict. Outputs that torch allocated where the arena cannot serve them (a persistent
+verdict. Where memory holds a batch to a few long calls, the margin is wide (one 2.7 ms
+call and the 1 ms fixed cost: 47%); a reported time within it but more than the proof
+margin (25%) below the bound leaves the speed unproven, and the arena may take half of the
+free device memory instead of a quarter to fit more calls. Outputs that torch allocated where the arena cannot serve them (a persistent
 buffer, say) are copied into it inside the batch; the candidate side says so, and a
 shortfall that one copy of the outputs per call (timed by this side, at most half the
 batch) explains leaves the speed unproven instead. Where the calls could not be captured
@@ -84,6 +87,13 @@ DEFAULTS = {
     # all): a larger arena keeps those batches long against their fixed cost.
     "memory_bytes": {"cuda": 32 << 30, "cpu": 256 << 20},
     "memory_share": 0.25,
+    # Where fewer calls than this fit, the arena may take up to ``few_calls_memory_share`` of
+    # the free device memory and ``few_calls_memory_bytes``: a 19_ReLU call (6 GiB in, 6 GiB
+    # out, 2.7 ms on the H200) fit once in a quarter, and a batch of one such call carries the
+    # protocol's 1 ms against 2.7 ms of work.
+    "few_calls": 4,
+    "few_calls_memory_share": 0.5,
+    "few_calls_memory_bytes": {"cuda": 96 << 30, "cpu": 256 << 20},
     # Batches per comparison at least (more where the rounds' checks fall).
     "min_batches": 3,
     # Calls whose outputs are read back per batch, and elements read per output.
@@ -103,6 +113,13 @@ DEFAULTS = {
     # read-back (0.37 to 0.68 ms, before it became one gather per dtype). It is what keeps
     # batches that memory holds to a few calls from being judged on the protocol's cost.
     "overhead_us": {"cuda": 1000.0, "cpu": 0.0},
+    # The most a reported time may fall below the bound and still prove a speed. Where the
+    # batch is so short against its overhead that the margin is wider, a reported time between
+    # the two leaves the speed unproven (no speed reward) instead of proven: a batch of one
+    # 2.7 ms call had a margin of 47%, within which a candidate could have reported half its
+    # time. Below the whole margin it is still a rejection. None: no such limit (on the CPU
+    # rewards never depend on speed).
+    "proof_margin": {"cuda": 0.25, "cpu": None},
 }
 
 
@@ -561,11 +578,10 @@ class TrustedClock:
         output_bytes = sum(align(spec["nbytes"]) for spec in self.output_specs)
         per_call_bytes = sum(align(spec["nbytes"]) for spec in input_specs) + OUTPUT_ROOM * output_bytes
         wanted = math.ceil(float(self._per_device("target_us")) / max(per_call_us, 0.5))
-        memory = int(self._per_device("memory_bytes"))
-        if self.device.kind == "cuda":
-            free, _ = torch.cuda.mem_get_info(getattr(self.device, "index", 0))
-            memory = min(memory, int(free * float(self.settings["memory_share"])))
-        fitting = memory // max(per_call_bytes, 1)
+        fitting = self.arena_bytes(float(self.settings["memory_share"]), "memory_bytes") // max(per_call_bytes, 1)
+        if fitting < int(self.settings["few_calls"]):
+            fitting = max(fitting, self.arena_bytes(float(self.settings["few_calls_memory_share"]),
+                                                    "few_calls_memory_bytes") // max(per_call_bytes, 1))
         calls = max(1, min(wanted, int(self._per_device("max_calls")), fitting))
         self.layout = Layout.plan(self.rng, calls, input_specs, output_bytes)
         self.regions = [self.layout.regions_of(call, torch) for call in range(calls)]
@@ -588,6 +604,15 @@ class TrustedClock:
             self.fixed_outputs = self.validated_outputs(reply.get("outputs"))
         self.capture_error = reply.get("capture_error")
         self.setup_s = time.monotonic() - started
+
+    def arena_bytes(self, share: float, cap: str) -> int:
+        """The most the arena may take: the setting ``cap``, and on CUDA ``share`` of the free
+        device memory."""
+        memory = int(self._per_device(cap))
+        if self.device.kind == "cuda":
+            free, _ = self.torch.cuda.mem_get_info(getattr(self.device, "index", 0))
+            memory = min(memory, int(free * share))
+        return memory
 
     def measure_copy_us(self, output_bytes: int, repeats: int = 3) -> float:
         """What copying one call's outputs takes here, per call (µs): the fastest of
@@ -843,7 +868,13 @@ class TrustedClock:
         copy_share = min(self.copy_us / bound, MAX_COPY_SHARE) if bound > 0 and copied else 0.0
         if below and not unbounded and copy_share and ratio >= (1.0 - copy_share) * (1.0 - margin):
             unbounded = True
+        # A batch too short against its overhead bounds loosely: within the margin, but further
+        # below the bound than ``proof_margin``, the speed is not proven.
+        proof = self._per_device("proof_margin")
+        too_loose = proof is not None and not below and ratio < 1.0 - float(proof)
+        unbounded = unbounded or too_loose
         summary.update({"bound_us_fastest": bound, "reported_median_us": reported, "ratio": ratio, "margin": margin,
+                        "proof_margin": proof, "too_short_to_prove": too_loose,
                         "copy_us": self.copy_us, "copy_share": copy_share,
                         "rejected": below and not unbounded, "unbounded": unbounded})
         return summary
