@@ -24,6 +24,11 @@ packages=(
   python3 python3-venv python3-dev python3-jsonschema
   clang libclang-rt-dev clang-format clang-tidy
 )
+# Debian's Chromium, headless, loads the page that `cuda-agent bench` writes in its test (Ubuntu
+# ships Chromium as a snap only; there the test reports itself skipped).
+if [ -r /etc/os-release ] && [ "$(. /etc/os-release && echo "${ID:-}")" = debian ]; then
+  packages+=(chromium)
+fi
 # Slurm's controller, node daemon and commands, for the test of workers started as Slurm jobs
 # only (a test cluster of one host); a workstation does not want the daemons' services.
 if [ "${CUDA_AGENT_SETUP_SLURM:-0}" = "1" ]; then

@@ -1,23 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
 // `cuda-agent bench --generations DIR`: a folder of KernelBench generations (or candidate
-// directories) scored the trusted way through the evaluation pool, with Table 1.
+// directories) scored the trusted way through the evaluation pool, with Table 1 and the
+// reports (report.md, report.html); `--report-only` writes the reports of an earlier run again.
+#include <cuda_agent/bench/bench_report.hpp>
 #include <cuda_agent/bench/generation_set.hpp>
 #include <cuda_agent/bench/table_metrics.hpp>
 #include <cuda_agent/evaluate/reward_policies.hpp>
 #include <cuda_agent/tasks/kernelbench_generation.hpp>
 #include <cuda_agent/tasks/task_loader.hpp>
 
-#include <algorithm>   // find, max
-#include <chrono>      // steady_clock
-#include <cstdio>      // snprintf
-#include <filesystem>  // path
-#include <iostream>    // cout, cerr
-#include <map>         // map
-#include <memory>      // shared_ptr
-#include <optional>    // optional
-#include <string>      // string
-#include <utility>     // move
-#include <vector>      // vector
+#include <algorithm>     // find, max, sort
+#include <chrono>        // steady_clock
+#include <cstdio>        // snprintf
+#include <filesystem>    // path
+#include <iostream>      // cout, cerr
+#include <map>           // map
+#include <memory>        // shared_ptr
+#include <optional>      // optional
+#include <string>        // string
+#include <system_error>  // error_code
+#include <tuple>         // tuple
+#include <utility>       // move
+#include <vector>        // vector
 
 #include "command_line.hpp"
 #include "commands.hpp"
@@ -39,11 +43,16 @@ evaluation pool (builds on CPU workers, verification and timing on the GPUs' slo
 
 --out receives samples/<sample>.json as each sample finishes (a run started again with the
 same --out scores only what is missing), the laid-out generations under candidates/,
-results.json (every sample and Table 1) and eval_results.json in KernelBench's shape
+results.json (every sample and Table 1), eval_results.json in KernelBench's shape
 (per problem, a list of samples with compiled, correctness, runtime in ms, runtime_stats
-and metadata). Our verdicts reject generations that KernelBench accepts (its metadata says
-so). A sample that fails for reasons not its own (infrastructure_error) is reported and
-left unscored, to be retried by the next run.)";
+and metadata), and the reports report.md and report.html (one page without scripts or
+network: Table 1 beside the CUDA Agent paper's rows, fast_p and speedup plots, the best
+sample of each task linked to its record). Our verdicts reject generations that KernelBench
+accepts (its metadata says so). A sample that fails for reasons not its own
+(infrastructure_error) is reported and left unscored, to be retried by the next run.
+
+--report-only --out OUT writes OUT's report.md and report.html again from the samples of its
+results.json, evaluating nothing.)";
 
 struct BenchOptions {
   std::filesystem::path generations;
@@ -51,6 +60,7 @@ struct BenchOptions {
   std::filesystem::path out;
   std::string levels;
   bool quiet = false;
+  bool report_only = false;
   LocalSlotOptions local;
 };
 
@@ -130,6 +140,50 @@ nlohmann::json kernelbench_entry(const nlohmann::json& record) {
           {"runtime_stats", std::move(runtime_stats)}, {"metadata", std::move(metadata)}};
 }
 
+ReportSample to_report_sample(const nlohmann::json& record, const std::filesystem::path& out) {
+  ReportSample sample;
+  sample.metrics = to_bench_sample(record);
+  sample.name = record.at("sample").get<std::string>();
+  const nlohmann::json& rejection = record.at("rejection");
+  sample.message = rejection.is_object() ? rejection.value("message", "") : record.value("message", "");
+  std::error_code error;
+  sample.has_candidate = std::filesystem::is_directory(out / "candidates" / sample.name, error);
+  return sample;
+}
+
+/// report.md and report.html in `out`, from what its results.json holds: the samples in
+/// level, problem and sample order.
+void write_reports(const std::filesystem::path& out, const nlohmann::json& results) {
+  std::vector<nlohmann::json> records = results.at("samples").get<std::vector<nlohmann::json>>();
+  const auto key = [](const nlohmann::json& record) {
+    return std::tuple(record.at("level").get<int>(), record.at("problem").get<int>(),
+                      record.at("sample_id").get<int>());
+  };
+  std::sort(records.begin(), records.end(),
+            [&](const nlohmann::json& a, const nlohmann::json& b) { return key(a) < key(b); });
+  BenchReport report;
+  report.generations = results.value("generations", "");
+  report.unscored = results.value("unscored", std::size_t{0});
+  for (const nlohmann::json& record : records) report.samples.push_back(to_report_sample(record, out));
+  detail::write_file_atomically(out / "report.md", render_bench_markdown(report));
+  detail::write_file_atomically(out / "report.html", render_bench_html(report));
+}
+
+void print_report_paths(const std::filesystem::path& out) {
+  std::cout << "report     " << (out / "report.md").string() << " and " << (out / "report.html").string() << "\n";
+}
+
+/// `--report-only`: the reports of the run whose results.json is in --out, written again.
+int write_reports_only(const BenchOptions& options) {
+  const std::filesystem::path out = std::filesystem::absolute(options.out);
+  const std::filesystem::path results = out / "results.json";
+  if (!std::filesystem::is_regular_file(results))
+    throw UsageError("--report-only: " + results.string() + " does not exist; run bench with this --out first");
+  write_reports(out, nlohmann::json::parse(detail::read_file(results)));
+  print_report_paths(out);
+  return 0;
+}
+
 std::string percent(double share) {
   char text[16];
   std::snprintf(text, sizeof(text), "%5.1f%%", 100.0 * share);
@@ -179,6 +233,8 @@ std::vector<int> parse_levels(const std::string& list) {
 }
 
 int run_bench(BenchOptions& options) {
+  if (options.report_only) return write_reports_only(options);
+  if (options.generations.empty()) throw UsageError("--generations is required (or --report-only with --out)");
   if (!std::filesystem::is_directory(options.generations))
     throw UsageError(options.generations.string() + " is not a directory of generations");
   if (!std::filesystem::is_directory(options.tasks))
@@ -336,9 +392,11 @@ int run_bench(BenchOptions& options) {
       {"unscored", infrastructure_errors}};
   detail::write_file_atomically(options.out / "results.json", document.dump(2) + "\n");
   detail::write_file_atomically(options.out / "eval_results.json", kernelbench.dump(2) + "\n");
+  write_reports(options.out, document);
   print_table(table, std::cout);
   std::cout << "results    " << (options.out / "results.json").string() << "\n"
             << "kernelbench " << (options.out / "eval_results.json").string() << "\n";
+  print_report_paths(options.out);
   if (infrastructure_errors > 0) {
     std::cerr << "cuda-agent bench: " << infrastructure_errors
               << " samples failed for reasons not their own; run again with the same --out to retry them\n";
@@ -356,21 +414,28 @@ void add_bench_command(CLI::App& program, int& exit_status) {
   command->footer(std::string(bench_description) +
                   "\n\nexit status: 0 every sample scored, 2 usage error, 3 some samples failed for reasons not their "
                   "own");
-  command->add_option("--generations", options->generations, "the folder of generations or candidate directories")
-      ->required()
-      ->type_name("DIR");
+  CLI::Option* generations =
+      command->add_option("--generations", options->generations, "the folder of generations or candidate directories")
+          ->type_name("DIR");
   command
       ->add_option("--tasks", options->tasks,
                    "KernelBench's tasks: level1/, level2/, ... with {P}_{Name}.py (default tests/data/kernelbench)")
       ->type_name("DIR");
-  command->add_option("--out", options->out, "where results go (default: DIR-scored beside the generations)")
-      ->type_name("DIR");
+  CLI::Option* out = command
+                         ->add_option("--out", options->out,
+                                      "where results and reports go (default: DIR-scored beside the generations)")
+                         ->type_name("DIR");
   command->add_option("--levels", options->levels, "only these levels (default all)")->type_name("L,M,...");
   command->add_flag("--no-profile", options->local.evaluator.no_profile,
                     "verify only (no speedups: the faster rates and fast_p are then 0)");
   command->add_flag("--strict", options->local.evaluator.strict,
                     "KernelBench's tolerances (fp32 1e-4) instead of the paper's (1e-2)");
   command->add_flag("--quiet", options->quiet, "no line per finished sample");
+  command
+      ->add_flag("--report-only", options->report_only,
+                 "write report.md and report.html of --out again from its results.json; evaluates nothing")
+      ->needs(out)
+      ->excludes(generations);
   add_local_slot_options(*command, options->local);
   command->callback([options, &exit_status] { exit_status = run_bench(*options); });
 }

@@ -4,13 +4,14 @@
 (load_inline and load in several styles, one broken, one whose sources need it to run)
 against a KernelBench-shaped tasks folder; every sample scored through the pool, Table 1 and
 KernelBench's eval_results.json written; a second run with the same --out scores only the
-sample whose result was removed, and gives the same table.
+sample whose result was removed, and gives the same table; report.md and report.html show it.
 
     bench_generations_process_test.py CUDA_AGENT_BINARY REPOSITORY_ROOT
 """
 
 import json
 import pathlib
+import re
 import shutil
 import subprocess
 import sys
@@ -62,6 +63,17 @@ def main() -> int:
             failures.append("eval_results.json entries do not say who scored them")
         if not (out / "candidates" / "level_1_problem_1_sample_3" / "kernels" / "relu_from_files.cpp").exists():
             failures.append("the laid-out load generation is not kept under candidates/")
+        # The reports beside results.json, with its numbers (tests/bench/bench_report_browser_test.py
+        # loads such a page in a browser).
+        if "report.html" not in output or not (out / "report.md").exists() or not (out / "report.html").exists():
+            failures.append("report.md and report.html are not written, or not named in the summary")
+        elif "| all | 5 | 1 | 3 | 60.0% |" not in (out / "report.md").read_text(encoding="utf-8"):
+            failures.append("report.md's overall row differs from results.json")
+        else:
+            page = (out / "report.html").read_text(encoding="utf-8")
+            shown = re.search(r'<td data-metric="pass_rate" data-level="all" data-value="([^"]+)">([^<]*)</td>', page)
+            if not shown or float(shown.group(1)) != overall.get("pass_rate") or shown.group(2) != "60.0%":
+                failures.append(f"report.html's overall pass rate: {shown.group(0) if shown else None}")
 
         (out / "samples" / "level_1_problem_1_sample_1.json").unlink()
         status, output = bench(binary, root, tasks, out)
@@ -77,7 +89,7 @@ def main() -> int:
         print("FAILED: " + failure)
     if failures:
         return 1
-    print("PASS: five generations scored through the pool, Table 1 and eval_results.json written, resumed")
+    print("PASS: five generations scored through the pool, Table 1, eval_results.json and the reports written, resumed")
     return 0
 
 
