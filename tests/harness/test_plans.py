@@ -135,6 +135,22 @@ def test_the_candidate_learns_each_call_only_when_it_is_due():
     assert judge.judged == list(range(len(steps)))
 
 
+def test_with_a_call_on_changed_constructor_arguments_that_call_is_the_profiled_one():
+    # The profiler leaves threads behind: no call may follow the profiled one, whose checks
+    # would take them for the candidate's.
+    steps = plan(7)
+    steps.append(plans.constants_step(len(steps), 1, random.Random(2)))
+    specs = [(1000 + s, 1.0, None) for s in range(5)]
+    session, judge = RecordingSession(), AcceptingJudge()
+    Verification(session, judge, steps, specs, [Expected()] * 5, observe_last=True).run()
+    calls = [m for m in session.sent if m["type"] == "call"]
+    assert [m["observe"] for m in calls] == [False] * (len(steps) - 1) + [True]
+    assert calls[-1].get("constants") is True
+    session, judge = RecordingSession(), AcceptingJudge()
+    Verification(session, judge, steps, specs, [Expected()] * 5, observe_last=False).run()
+    assert not any(m["observe"] for m in session.sent if m["type"] == "call")
+
+
 def test_a_correct_candidate_passes_every_plan_and_every_call_is_checked(tmp_path):
     lengths = set()
     for seed in range(4):

@@ -17,7 +17,7 @@
 /// to the candidate, and expose the GPU.
 
 #include <chrono>       // seconds, milliseconds
-#include <cmath>        // isfinite
+#include <cmath>        // isfinite, lround
 #include <concepts>     // same_as
 #include <cstdint>      // uint64_t
 #include <cstdlib>      // getenv
@@ -164,7 +164,7 @@ inline std::string why_unbounded(const nlohmann::json& details) {
   if (clock.value("too_short_to_prove", false)) {
     const double proof = clock.value("proof_margin", 0.0);
     return "the trusted clock's batches were too short against their fixed cost to bound the reported time within " +
-           std::to_string(static_cast<int>(proof * 100 + 0.5)) +
+           std::to_string(std::lround(proof * 100)) +
            "% (the task's inputs and outputs leave room for few calls per batch), so the speed is unproven";
   }
   if (clock.value("mode", std::string()) == "loop")
