@@ -568,10 +568,9 @@ class HarnessProfiler {
     // Host timers on a shared CPU move by more than any threshold, and a time the trusted
     // clock could not bound is unproven: their verdicts are shown, never rewarded.
     result.rewardable = options_.device == "cuda" && !detail::trusted_clock_unbounded(result.details);
-    if (!result.rewardable)
-      result.details["unrewardable"] = options_.device != "cuda"
-                                           ? "measured with host timers, which earn no speed reward"
-                                           : detail::why_unbounded(result.details);
+    // On the CPU the reward policies' own reason (host timers) stands.
+    if (options_.device == "cuda" && !result.rewardable)
+      result.details["unrewardable"] = detail::why_unbounded(result.details);
     result.details["candidate_side"] = outcome.candidate_side;
     result.details["settled_ms"] = outcome.settled_ms;
     result.details["seed"] = seed;
